@@ -1,0 +1,305 @@
+"""The public face of the library: `train_bpe` and `Tokenizer`.
+
+    >>> vocab, merges = train_bpe("corpus.txt", 1000, ["<|endoftext|>"])
+    >>> tok = Tokenizer(vocab, merges, ["<|endoftext|>"])
+    >>> tok.decode(tok.encode("Hello<|endoftext|>")) == "Hello<|endoftext|>"
+    True
+
+The steps live in their own modules: `corpus` (reading and cutting files, parallel counting),
+`pretokenize` (special tokens and the GPT-2 pattern), `merge` (the training loop), `encoding` (BPE on
+one pre-token) and `gpt2_files` (the vocab.json / merges.txt format).
+"""
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from itertools import chain
+
+from cs336_basics import corpus, gpt2_files
+from cs336_basics.encoding import MergeTable, bpe, build_merge_table
+from cs336_basics.merge import train_merges
+from cs336_basics.pretokenize import WHITESPACE, chunks, pretokenize_chunk, validate_special_tokens
+
+# Below this size one process counts faster than starting workers does.
+_PARALLEL_MIN_BYTES = 4 << 20
+
+
+def default_num_workers(file_size: int) -> int:
+    """All the cores this process may use, or 1 for a small file."""
+    if file_size < _PARALLEL_MIN_BYTES:
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_vocab_size(vocab_size: int, special_tokens: list[str]) -> None:
+    """Raise ValueError unless vocab_size is an int of at least 256 + the number of special tokens."""
+    minimum = 256 + len(special_tokens)
+    if type(vocab_size) is not int:
+        raise ValueError(f"vocab_size must be an int, got {vocab_size!r}")
+    if vocab_size < minimum:
+        raise ValueError(
+            f"vocab_size {vocab_size} is below the minimum {minimum} "
+            f"(256 single bytes + {len(special_tokens)} special tokens)"
+        )
+
+
+def train_bpe(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: list[str],
+    *,
+    num_workers: int | None = None,
+    piece_size: int | None = None,
+    progress: bool = False,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
+
+    Returns `(vocab, merges)`: ids 0-255 are the single bytes, then one id per merge in creation
+    order, then the special tokens in the order given. `len(vocab) == vocab_size` unless the corpus
+    runs out of pairs first. Special tokens cut the text into documents and are never merged. Each
+    step merges the most frequent pair; ties go to the lexicographically greatest
+    `(left_bytes, right_bytes)`.
+
+    Options: `num_workers` processes count pre-tokens (default: all cores, one for small files);
+    `piece_size` is the most bytes one worker task reads (tests use tiny ones); `progress` shows
+    progress bars on stderr. The result does not depend on either number.
+    """
+    special_tokens = validate_special_tokens(special_tokens)
+    check_vocab_size(vocab_size, special_tokens)
+    if num_workers is not None and (type(num_workers) is not int or num_workers < 1):
+        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    size = corpus.file_size(input_path)
+    workers = default_num_workers(size) if num_workers is None else num_workers
+
+    with _progress_bar(progress, total=size, unit="B", unit_scale=True, desc="counting") as bar:
+        counts = corpus.count_pretokens(
+            input_path,
+            special_tokens,
+            num_workers=workers,
+            piece_size=piece_size,
+            on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
+        )
+    word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
+    del counts
+
+    num_merges = vocab_size - 256 - len(special_tokens)
+    with _progress_bar(progress, total=num_merges, unit="merge", desc="merging") as bar:
+        merges = train_merges(word_counts, num_merges, on_merge=(lambda k: bar.update(1)) if bar else None)
+
+    vocab = {i: bytes([i]) for i in range(256)}
+    for left, right in merges:
+        vocab[len(vocab)] = left + right
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    return vocab, merges
+
+
+class _NoBar:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _progress_bar(enabled: bool, **kwargs):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(**kwargs)
+
+
+class _ChunkCache(dict):
+    """chunk -> tuple of ids; computes a missing entry, and empties itself when it grows too large."""
+
+    def __init__(self, encode_chunk, max_entries: int):
+        super().__init__()
+        self._encode_chunk = encode_chunk
+        self._max_entries = max_entries
+
+    def __missing__(self, chunk: str) -> tuple[int, ...]:
+        ids = self._encode_chunk(chunk)
+        if len(chunk) <= 64:
+            if len(self) >= self._max_entries:
+                self.clear()
+            self[chunk] = ids
+        return ids
+
+
+class Tokenizer:
+    """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
+
+    Ids equal tiktoken's for the same vocabulary, with the special tokens allowed. Special tokens
+    missing from `vocab` are added with the next free ids.
+
+    >>> tok = Tokenizer.from_files("vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])
+    >>> tok.decode(tok.encode("hello world"))
+    'hello world'
+    """
+
+    def __init__(
+        self,
+        vocab: dict[int, bytes],
+        merges: list[tuple[bytes, bytes]],
+        special_tokens: list[str] | None = None,
+        *,
+        cache_size: int = 1 << 16,
+    ):
+        self.special_tokens = validate_special_tokens(special_tokens)
+        self.vocab = _checked_vocab(vocab)
+        self.merges = [(bytes(a), bytes(b)) for a, b in merges]
+        ids = {token: token_id for token_id, token in self.vocab.items()}
+        next_id = max(self.vocab, default=-1) + 1
+        for token in self.special_tokens:
+            token_bytes = token.encode("utf-8")
+            if token_bytes not in ids:
+                self.vocab[next_id] = token_bytes
+                ids[token_bytes] = next_id
+                next_id += 1
+
+        # Everything below is derived from the three fields above, here and nowhere else.
+        self._table: MergeTable = build_merge_table(self.vocab, self.merges)
+        self._special_ids = {token: ids[token.encode("utf-8")] for token in self.special_tokens}
+        by_length = sorted(self.special_tokens, key=len, reverse=True)
+        self._special_re = re.compile("(" + "|".join(map(re.escape, by_length)) + ")") if by_length else None
+        self._max_special_len = max(map(len, self.special_tokens), default=0)
+        self._decoder: list[bytes | None] = [None] * next_id
+        for token_id, token in self.vocab.items():
+            self._decoder[token_id] = token
+        self._cache = _ChunkCache(self._encode_chunk, cache_size)
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_filepath: str | os.PathLike,
+        merges_filepath: str | os.PathLike,
+        special_tokens: list[str] | None = None,
+    ) -> "Tokenizer":
+        """Load a GPT-2 format `vocab.json` and `merges.txt` (see `gpt2_files`)."""
+        special_tokens = validate_special_tokens(special_tokens)
+        vocab, merges = gpt2_files.load_vocab_and_merges(vocab_filepath, merges_filepath, special_tokens)
+        try:
+            return cls(vocab, merges, special_tokens)
+        except ValueError as e:
+            raise ValueError(f"{vocab_filepath}, {merges_filepath}: {e}") from None
+
+    def save(self, vocab_filepath: str | os.PathLike, merges_filepath: str | os.PathLike) -> None:
+        """Write `vocab.json` and `merges.txt` in the GPT-2 format, each atomically."""
+        gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
+
+    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        table = self._table
+        return tuple(chain.from_iterable(bpe(piece.encode("utf-8"), table) for piece in pretokenize_chunk(chunk)))
+
+    def _encode_ordinary(self, text: str, out: list[int]) -> None:
+        out.extend(chain.from_iterable(map(self._cache.__getitem__, chunks(text))))
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of `text`; special tokens in it become their ids.
+
+        >>> tok.encode("hi<|endoftext|>")  # doctest: +SKIP
+        [5303, 50256]
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a str, got {type(text).__name__}")
+        out: list[int] = []
+        if self._special_re is None:
+            self._encode_ordinary(text, out)
+            return out
+        parts = self._special_re.split(text)
+        for i, part in enumerate(parts):
+            if i % 2:
+                out.append(self._special_ids[part])
+            elif part:
+                self._encode_ordinary(part, out)
+        return out
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """Yield the ids of `"".join(iterable)`, holding only about one piece of text at a time.
+
+        Text is encoded up to the last place where it can be cut without changing any pre-token or
+        special token, so the ids are exactly those of `encode` on the joined text.
+        """
+        buffer = ""
+        for piece in iterable:
+            buffer += piece
+            if len(buffer) < 4096:
+                continue
+            cut = self._last_safe_cut(buffer)
+            if cut > 0:
+                yield from self.encode(buffer[:cut])
+                buffer = buffer[cut:]
+        if buffer:
+            yield from self.encode(buffer)
+
+    def _last_safe_cut(self, text: str) -> int:
+        """The last offset where `text` can be cut whatever follows it, or 0.
+
+        That is the start of a whitespace run after a non-whitespace character, or of a special
+        token, with no special token spanning it, and far enough from the end that no special token
+        could start before it and end after the text.
+        """
+        limit = len(text) - max(self._max_special_len, 1)
+        while limit > 0:
+            m = _LAST_WS_BOUNDARY.match(text, 0, limit + 1)
+            cut = m.end() if m else 0
+            for token in self.special_tokens:
+                cut = max(cut, text.rfind(token, 0, limit + len(token)))
+            if cut <= 0:
+                return 0
+            if not self._spanned_by_special(text, cut):
+                return cut
+            limit = cut - 1
+        return 0
+
+    def _spanned_by_special(self, text: str, pos: int) -> bool:
+        for token in self.special_tokens:
+            i = text.find(token, max(pos - len(token) + 1, 0), pos + len(token) - 1)
+            if i != -1 and i < pos:
+                return True
+        return False
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD.
+
+        Raises ValueError naming the first id that is not in the vocabulary.
+        """
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The exact bytes of a sequence of ids (see `decode`)."""
+        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        try:
+            if ids and min(ids) < 0:
+                raise IndexError
+            return b"".join(map(self._decoder.__getitem__, ids))
+        except (IndexError, TypeError):
+            for token_id in ids:
+                if type(token_id) is bool or not isinstance(token_id, int):
+                    raise ValueError(f"token ids must be integers, got {token_id!r}") from None
+                if not 0 <= token_id < len(self._decoder) or self._decoder[token_id] is None:
+                    raise ValueError(f"token id {token_id} is not in the vocabulary") from None
+            raise
+
+
+# The last place where a non-whitespace character is followed by whitespace (a reverse search).
+_LAST_WS_BOUNDARY = re.compile(f"(?s:.*)[^{WHITESPACE}](?=[{WHITESPACE}])")
+
+
+def _checked_vocab(vocab: dict[int, bytes]) -> dict[int, bytes]:
+    if not isinstance(vocab, dict):
+        raise ValueError(f"vocab must be a dict from id to bytes, got {type(vocab).__name__}")
+    checked: dict[int, bytes] = {}
+    seen: dict[bytes, int] = {}
+    for token_id, token in vocab.items():
+        if type(token_id) is not int or token_id < 0:
+            raise ValueError(f"vocab ids must be non-negative ints, got {token_id!r}")
+        if not isinstance(token, (bytes, bytearray)):
+            raise ValueError(f"vocab id {token_id} maps to {token!r}; tokens must be bytes")
+        token = bytes(token)
+        if token in seen:
+            raise ValueError(f"vocab ids {seen[token]} and {token_id} both map to {token!r}")
+        seen[token] = token_id
+        checked[token_id] = token
+    return checked

@@ -1,0 +1,202 @@
+"""Reading a corpus file in pieces that can be processed apart, and counting its pre-tokens in parallel.
+
+A *safe cut* is a byte offset where cutting the file changes neither the documents nor the
+pre-tokens: the start of a special token, or the start of an ASCII whitespace run that follows an
+ASCII non-whitespace character (a GPT-2 pre-token never spans that boundary; see `pretokenize`) —
+in both cases only when no occurrence of any special token spans the offset. Every piece between safe
+cuts therefore yields exactly the pre-tokens that the whole file yields there, so the counts, and the
+merges learned from them, do not depend on how the file is cut or how many processes count it.
+"""
+
+import multiprocessing
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
+
+_ASCII_WS = rb"\t\n\x0b\x0c\r "
+# A non-whitespace ASCII byte followed by an ASCII whitespace byte: cut after the first.
+_WS_BOUNDARY = re.compile(rb"[^" + _ASCII_WS + rb"\x80-\xff](?=[" + _ASCII_WS + rb"])")
+
+SEARCH_WINDOW = 1 << 16
+
+
+def _safe_cuts_in(window: bytes, lo: int, specials: list[bytes]) -> Iterator[int]:
+    """Candidate cut offsets in `window[lo:]`, in increasing order, not yet checked for coverage."""
+    candidates = [m.end() for m in _WS_BOUNDARY.finditer(window, max(lo - 1, 0))]
+    for s in specials:
+        i = window.find(s, lo)
+        while i != -1:
+            candidates.append(i)
+            i = window.find(s, i + 1)
+    return iter(sorted(c for c in set(candidates) if c >= lo))
+
+
+def _covered(window: bytes, p: int, specials: list[bytes]) -> bool:
+    """Whether an occurrence of some special token starts before `p` and ends after it."""
+    for s in specials:
+        i = window.find(s, max(p - len(s) + 1, 0), p + len(s) - 1)
+        if i != -1 and i < p:
+            return True
+    return False
+
+
+def find_safe_cut(f, target: int, stop: int, specials: list[bytes]) -> int:
+    """The first safe cut c with target <= c < stop in the open binary file `f`; `stop` if there is none.
+
+    `stop` must be a safe cut itself or the end of the file.
+    """
+    margin = max((len(s) for s in specials), default=1)
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    pos = max(target, 1)
+    while pos < stop:
+        start = max(pos - margin, 0)
+        f.seek(start)
+        window = f.read(SEARCH_WINDOW + 2 * margin)
+        at_eof = start + len(window) >= size
+        # A candidate needs `margin` bytes after it in the window, to see any special token spanning it.
+        limit = len(window) if at_eof else len(window) - margin
+        for c in _safe_cuts_in(window, pos - start, specials):
+            if c >= limit or start + c >= stop:
+                break
+            if not _covered(window, c, specials):
+                return start + c
+        if at_eof:
+            break
+        pos = start + limit
+    return stop
+
+
+def plan_pieces(path: str | os.PathLike, piece_size: int, specials: list[bytes]) -> list[tuple[int, int]]:
+    """Cut the file into consecutive (start, end) byte ranges of about `piece_size`, at safe cuts."""
+    size = os.path.getsize(path)
+    piece_size = max(piece_size, 1)
+    pieces = []
+    start = 0
+    with open(path, "rb") as f:
+        while start < size:
+            end = find_safe_cut(f, start + piece_size, size, specials)
+            pieces.append((start, end))
+            start = end
+    return pieces
+
+
+def read_text(f, path, start: int, end: int) -> str:
+    """Decode bytes [start, end) of the open file as UTF-8, naming the offset of any bad byte."""
+    f.seek(start)
+    data = f.read(end - start)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path}: not valid UTF-8 at byte offset {start + e.start} ({e.reason}); "
+            "convert the file to UTF-8 first"
+        ) from None
+
+
+def iter_blocks(path, start: int, end: int, specials: list[bytes], block_size: int) -> Iterator[tuple[int, str]]:
+    """Yield (bytes consumed, text) for consecutive blocks of [start, end), each ending at a safe cut."""
+    with open(path, "rb") as f:
+        pos = start
+        while pos < end:
+            cut = find_safe_cut(f, pos + block_size, end, specials)
+            yield cut - pos, read_text(f, path, pos, cut)
+            pos = cut
+
+
+# --- counting, in this process or in workers -------------------------------------------------------
+
+_progress = None  # a shared counter of bytes read, set in each worker
+
+
+def _init_worker(progress) -> None:
+    global _progress
+    _progress = progress
+
+
+def count_piece(path: str, start: int, end: int, special_tokens: list[str], block_size: int) -> dict[str, int]:
+    """Pre-token counts of bytes [start, end) of the file, which must be cut at safe cuts."""
+    special_re = special_token_regex(special_tokens)
+    specials = [s.encode("utf-8") for s in special_tokens]
+    chunk_counts: Counter[str] = Counter()
+    for consumed, text in iter_blocks(path, start, end, specials, block_size):
+        count_chunks(text, special_re, chunk_counts)
+        if _progress is not None:
+            with _progress.get_lock():
+                _progress.value += consumed
+    return pretoken_counts(chunk_counts)
+
+
+def count_pretokens(
+    path: str | os.PathLike,
+    special_tokens: list[str],
+    *,
+    num_workers: int,
+    piece_size: int | None = None,
+    block_size: int = 1 << 22,
+    on_progress: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Count the pre-tokens of a UTF-8 file, in `num_workers` processes.
+
+    The file is cut into pieces (by default one per worker for files up to 1 GiB per worker, more
+    for larger ones), each counted by one worker in blocks of `block_size` bytes, so memory grows
+    with the number of distinct chunks, not with the file. `on_progress(total_bytes_done)` is called
+    from time to time.
+    """
+    path = str(path)
+    size = os.path.getsize(path)
+    specials = [s.encode("utf-8") for s in special_tokens]
+    if piece_size is None:
+        per_worker = -(-size // max(num_workers, 1))
+        piece_size = max(min(per_worker, 1 << 28), 1)
+    pieces = plan_pieces(path, piece_size, specials)
+    args = [(path, start, end, special_tokens, block_size) for start, end in pieces]
+
+    if num_workers <= 1 or len(pieces) <= 1:
+        total: dict[str, int] = {}
+        done = 0
+        for a in args:
+            counts = count_piece(*a)
+            _add_counts(total, counts)
+            done += a[2] - a[1]
+            if on_progress:
+                on_progress(done)
+        return total
+
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    progress = ctx.Value("q", 0)
+    total = {}
+    with ctx.Pool(min(num_workers, len(pieces)), initializer=_init_worker, initargs=(progress,)) as pool:
+        results = pool.starmap_async(count_piece, args, chunksize=1)
+        while not results.ready():
+            results.wait(0.1)
+            if on_progress:
+                on_progress(progress.value)
+        for counts in results.get():
+            _add_counts(total, counts)
+    if on_progress:
+        on_progress(size)
+    return total
+
+
+def _add_counts(total: dict[str, int], counts: dict[str, int]) -> None:
+    if not total:
+        total.update(counts)
+        return
+    get = total.get
+    for key, n in counts.items():
+        total[key] = get(key, 0) + n
+
+
+def file_size(path: str | os.PathLike) -> int:
+    """The size of a readable regular file; raises the OS error (with the path) otherwise."""
+    p = Path(path)
+    with open(p, "rb"):
+        pass
+    if p.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(p))
+    return p.stat().st_size

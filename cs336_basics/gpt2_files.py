@@ -1,0 +1,143 @@
+"""The GPT-2 vocabulary and merges files (`vocab.json`, `merges.txt`): reading, checking and writing.
+
+Token bytes are written through GPT-2's byte-to-unicode table, so every byte string, valid UTF-8 or
+not, has a printable spelling; special tokens are written as their own text. Files are written to a
+temporary file in the same folder and renamed into place, so a crash never leaves half a file.
+"""
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's table from each byte to a printable character.
+
+    Printable Latin-1 bytes stand for themselves; the other 68 map to U+0100 and up, in byte order
+    (so the space, byte 32, becomes 'Ġ' U+0120).
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+_BYTE_TO_CHAR = bytes_to_unicode()
+_CHAR_TO_BYTE = {c: b for b, c in _BYTE_TO_CHAR.items()}
+
+
+def token_to_text(token: bytes) -> str:
+    """The GPT-2 file spelling of a token's bytes."""
+    return "".join(_BYTE_TO_CHAR[b] for b in token)
+
+
+def text_to_token(text: str) -> bytes | None:
+    """The bytes a GPT-2 file spelling stands for; None if it holds a character outside the table."""
+    try:
+        return bytes(_CHAR_TO_BYTE[c] for c in text)
+    except KeyError:
+        return None
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` as UTF-8 to `path` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_vocab_and_merges(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    vocab_path: str | os.PathLike,
+    merges_path: str | os.PathLike,
+    special_tokens: Iterable[str] = (),
+) -> None:
+    """Write `vocab.json` and `merges.txt` in the GPT-2 format, each atomically.
+
+    Tokens equal to the UTF-8 bytes of a special token are written as the special token's text.
+    """
+    specials = {s.encode("utf-8"): s for s in special_tokens}
+    spelled = {}
+    for token_id in sorted(vocab):
+        token = vocab[token_id]
+        spelled[specials.get(token) or token_to_text(token)] = token_id
+    if len(spelled) != len(vocab):
+        raise ValueError("vocabulary holds two ids with the same bytes; it cannot be written as vocab.json")
+    lines = ["#version: 0.2"] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
+    atomic_write_text(vocab_path, json.dumps(spelled, ensure_ascii=False, indent=0) + "\n")
+    atomic_write_text(merges_path, "\n".join(lines) + "\n")
+
+
+def load_vocab_and_merges(
+    vocab_path: str | os.PathLike,
+    merges_path: str | os.PathLike,
+    special_tokens: Iterable[str] = (),
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Read and check a GPT-2 `vocab.json` and `merges.txt`.
+
+    A key that is one of `special_tokens`, or that is not written through the byte table, is taken
+    as UTF-8 text. Raises ValueError naming the file and the key or line for: malformed JSON, a
+    non-object, an id that is not a non-negative integer, two keys with one id or one byte string,
+    a merges line without exactly two tokens, a merge naming a token absent from the vocabulary.
+    """
+    specials = set(special_tokens)
+    raw = Path(vocab_path).read_bytes()
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{vocab_path}: not UTF-8 at byte {e.start}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{vocab_path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{vocab_path}: expected a JSON object mapping token to id, got {type(data).__name__}")
+
+    vocab: dict[int, bytes] = {}
+    seen: dict[bytes, str] = {}
+    for key, token_id in data.items():
+        if type(token_id) is not int or token_id < 0:
+            raise ValueError(f"{vocab_path}: key {key!r} has id {token_id!r}; ids must be non-negative integers")
+        token = None if key in specials else text_to_token(key)
+        if token is None:
+            token = key.encode("utf-8")
+        if token_id in vocab:
+            raise ValueError(f"{vocab_path}: key {key!r} repeats id {token_id}")
+        if token in seen:
+            raise ValueError(f"{vocab_path}: keys {seen[token]!r} and {key!r} stand for the same bytes")
+        vocab[token_id] = token
+        seen[token] = key
+
+    merges: list[tuple[bytes, bytes]] = []
+    text = Path(merges_path).read_bytes()
+    try:
+        lines = text.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{merges_path}: not UTF-8 at byte {e.start}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or (number == 1 and line.startswith("#version")):
+            continue
+        fields = line.split(" ")
+        if len(fields) != 2 or not all(fields):
+            raise ValueError(f"{merges_path}: line {number} must hold two tokens separated by one space: {line!r}")
+        pair = []
+        for field in fields:
+            token = text_to_token(field)
+            if token is None or token not in seen:
+                raise ValueError(f"{merges_path}: line {number} names {field!r}, which is not in {vocab_path}")
+            pair.append(token)
+        merges.append((pair[0], pair[1]))
+    return vocab, merges

@@ -1,0 +1,148 @@
+"""Slow, obviously correct twins of the trainer and the encoder, written straight from SPEC.md.
+
+Run `uv run python -m tests.reference` to rewrite the reference files in tests/fixtures/reference/.
+
+They recount everything at every step and share no code with `cs336_basics`, so the fast paths can
+be checked against them on generated input.
+"""
+
+from collections import Counter
+
+import regex
+
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def split_documents(text: str, special_tokens: list[str]) -> list[str]:
+    """Cut text at special tokens (longest first), dropping them."""
+    if not special_tokens:
+        return [text]
+    pattern = "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
+    return regex.split(pattern, text)
+
+
+def reference_train_bpe(
+    text: str, vocab_size: int, special_tokens: list[str]
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train BPE on `text` exactly as SPEC.md says, recounting every pair at every step."""
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for document in split_documents(text, special_tokens):
+        for pretoken in regex.findall(GPT2_PATTERN, document):
+            words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
+
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges: list[tuple[bytes, bytes]] = []
+    while len(vocab) + len(special_tokens) < vocab_size:
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):  # overlapping: b"aaa" holds (a, a) twice
+                pairs[pair] += n
+        if not pairs:
+            break
+        best = max(pairs, key=lambda pair: (pairs[pair], pair))  # ties: the greatest (left, right)
+        merges.append(best)
+        vocab[len(vocab)] = best[0] + best[1]
+        words = Counter({merge_word(word, best): n for word, n in words.items()})
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    return vocab, merges
+
+
+def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
+    """Replace the non-overlapping occurrences of `pair` in `word`, left to right."""
+    out = []
+    i = 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def reference_encode(
+    text: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str]
+) -> list[int]:
+    """Encode as SPEC.md says: specials (longest first), GPT-2 pre-tokens, merges lowest rank first."""
+    ids = {token: i for i, token in vocab.items()}
+    rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+    out: list[int] = []
+    if special_tokens:
+        pattern = "(" + "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)) + ")"
+        parts = regex.split(pattern, text)
+    else:
+        parts = [text]
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(ids[part.encode("utf-8")])
+            continue
+        for pretoken in regex.findall(GPT2_PATTERN, part):
+            word = tuple(bytes([b]) for b in pretoken.encode("utf-8"))
+            while len(word) > 1:
+                candidates = [pair for pair in zip(word, word[1:]) if pair in rank]
+                if not candidates:
+                    break
+                word = merge_word(word, min(candidates, key=rank.__getitem__))
+            out.extend(ids[token] for token in word)
+    return out
+
+
+def write_gpt2_files(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], vocab_path, merges_path) -> None:
+    """Write vocab.json and merges.txt in the GPT-2 format (byte-to-unicode spelling), simply."""
+    import json
+
+    from tests.common import gpt2_bytes_to_unicode
+
+    table = gpt2_bytes_to_unicode()
+
+    def spell(token: bytes) -> str:
+        return "".join(table[b] for b in token)
+
+    with open(vocab_path, "w", encoding="utf-8") as f:
+        json.dump({spell(token): i for i, token in vocab.items()}, f, ensure_ascii=False, indent=1)
+    with open(merges_path, "w", encoding="utf-8") as f:
+        f.writelines(f"{spell(a)} {spell(b)}\n" for a, b in merges)
+
+
+def read_gpt2_files(vocab_path, merges_path) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Read what `write_gpt2_files` writes (the way CS336's tests read their reference files)."""
+    import json
+
+    from tests.common import gpt2_bytes_to_unicode
+
+    back = {c: b for b, c in gpt2_bytes_to_unicode().items()}
+    with open(vocab_path, encoding="utf-8") as f:
+        vocab = {i: bytes(back[c] for c in token) for token, i in json.load(f).items()}
+    with open(merges_path, encoding="utf-8") as f:
+        merges = [tuple(bytes(back[c] for c in t) for t in line.rstrip("\n").split(" ")) for line in f if line.strip()]
+    return vocab, merges
+
+
+# The fixture corpora, the vocabulary sizes their reference files were made at, and their special tokens.
+REFERENCE_RUNS = {
+    "english": (500, ["<|endoftext|>"]),
+    "german": (400, ["<|endoftext|>"]),
+    "chinese": (400, []),
+    "emoji_chat": (400, []),
+    "code": (500, []),
+}
+
+
+def main() -> None:
+    """Write tests/fixtures/reference/NAME-vocab.json and NAME-merges.txt with the slow trainer."""
+    import pathlib
+
+    fixtures = pathlib.Path(__file__).resolve().parent / "fixtures"
+    out = fixtures / "reference"
+    out.mkdir(exist_ok=True)
+    for name, (vocab_size, specials) in REFERENCE_RUNS.items():
+        text = (fixtures / f"{name}.txt").read_bytes().decode("utf-8")
+        vocab, merges = reference_train_bpe(text, vocab_size, specials)
+        write_gpt2_files(vocab, merges, out / f"{name}-vocab.json", out / f"{name}-merges.txt")
+        print(f"{name}: {len(vocab)} tokens, {len(merges)} merges")
+
+
+if __name__ == "__main__":
+    main()
