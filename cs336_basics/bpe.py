@@ -110,21 +110,23 @@ def _progress_bar(enabled: bool, **kwargs):
     return tqdm(**kwargs)
 
 
-class _ChunkCache(dict):
-    """chunk -> tuple of ids; computes a missing entry, and empties itself when it grows too large."""
+class _Cache(dict):
+    """A dict that computes a missing value with `compute(key)` and keeps it, emptying itself first
+    when full (so memory stays bounded) and never keeping keys longer than `max_key_length`."""
 
-    def __init__(self, encode_chunk, max_entries: int):
+    def __init__(self, compute, max_entries: int, max_key_length: int = 100):
         super().__init__()
-        self._encode_chunk = encode_chunk
+        self._compute = compute
         self._max_entries = max_entries
+        self._max_key_length = max_key_length
 
-    def __missing__(self, chunk: str) -> tuple[int, ...]:
-        ids = self._encode_chunk(chunk)
-        if len(chunk) <= 64:
+    def __missing__(self, key):
+        value = self._compute(key)
+        if len(key) <= self._max_key_length:
             if len(self) >= self._max_entries:
                 self.clear()
-            self[chunk] = ids
-        return ids
+            self[key] = value
+        return value
 
 
 class Tokenizer:
@@ -144,7 +146,7 @@ class Tokenizer:
         merges: list[tuple[bytes, bytes]],
         special_tokens: list[str] | None = None,
         *,
-        cache_size: int = 1 << 16,
+        cache_size: int = 1 << 18,
     ):
         self.special_tokens = validate_special_tokens(special_tokens)
         self.vocab = _checked_vocab(vocab)
@@ -167,7 +169,9 @@ class Tokenizer:
         self._decoder: list[bytes | None] = [None] * next_id
         for token_id, token in self.vocab.items():
             self._decoder[token_id] = token
-        self._cache = _ChunkCache(self._encode_chunk, cache_size)
+        # Two caches, chunk -> ids and pre-token -> ids: text repeats itself at both levels.
+        self._chunk_cache = _Cache(self._encode_chunk, cache_size)
+        self._pretoken_cache = _Cache(self._encode_pretoken, cache_size)
 
     @classmethod
     def from_files(
@@ -188,12 +192,14 @@ class Tokenizer:
         """Write `vocab.json` and `merges.txt` in the GPT-2 format, each atomically."""
         gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
 
+    def _encode_pretoken(self, pretoken: str) -> tuple[int, ...]:
+        return tuple(bpe(pretoken.encode("utf-8"), self._table))
+
     def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
-        table = self._table
-        return tuple(chain.from_iterable(bpe(piece.encode("utf-8"), table) for piece in pretokenize_chunk(chunk)))
+        return tuple(chain.from_iterable(map(self._pretoken_cache.__getitem__, pretokenize_chunk(chunk))))
 
     def _encode_ordinary(self, text: str, out: list[int]) -> None:
-        out.extend(chain.from_iterable(map(self._cache.__getitem__, chunks(text))))
+        out.extend(chain.from_iterable(map(self._chunk_cache.__getitem__, chunks(text))))
 
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids.

@@ -93,7 +93,7 @@ def load_vocab_and_merges(
     A key that is one of `special_tokens`, or that is not written through the byte table, is taken
     as UTF-8 text. Raises ValueError naming the file and the key or line for: malformed JSON, a
     non-object, an id that is not a non-negative integer, two keys with one id or one byte string,
-    a merges line without exactly two tokens, a merge naming a token absent from the vocabulary.
+    a merges line without exactly two tokens, a merge naming a token absent from the vocabulary, or whose result is absent.
     """
     specials = set(special_tokens)
     raw = Path(vocab_path).read_bytes()
@@ -139,5 +139,10 @@ def load_vocab_and_merges(
             if token is None or token not in seen:
                 raise ValueError(f"{merges_path}: line {number} names {field!r}, which is not in {vocab_path}")
             pair.append(token)
+        if pair[0] + pair[1] not in seen:
+            raise ValueError(
+                f"{merges_path}: line {number} merges {fields[0]!r} and {fields[1]!r}, "
+                f"but the result {token_to_text(pair[0] + pair[1])!r} is not in {vocab_path}"
+            )
         merges.append((pair[0], pair[1]))
     return vocab, merges

