@@ -12,6 +12,7 @@ one pre-token) and `gpt2_files` (the vocab.json / merges.txt format).
 
 import os
 import re
+import time
 from collections.abc import Iterable, Iterator
 from itertools import chain
 
@@ -51,6 +52,7 @@ def train_bpe(
     num_workers: int | None = None,
     piece_size: int | None = None,
     progress: bool = False,
+    stats: dict | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -62,7 +64,8 @@ def train_bpe(
 
     Options: `num_workers` processes count pre-tokens (default: all cores, one for small files);
     `piece_size` is the most bytes one worker task reads (tests use tiny ones); `progress` shows
-    progress bars on stderr. The result does not depend on either number.
+    progress bars on stderr. The result does not depend on either number. A `stats` dict, if given,
+    receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes` and `num_workers`.
     """
     special_tokens = validate_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
@@ -71,6 +74,7 @@ def train_bpe(
     size = corpus.file_size(input_path)
     workers = default_num_workers(size) if num_workers is None else num_workers
 
+    started = time.perf_counter()
     with _progress_bar(progress, total=size, unit="B", unit_scale=True, desc="counting") as bar:
         counts = corpus.count_pretokens(
             input_path,
@@ -81,10 +85,19 @@ def train_bpe(
         )
     word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
     del counts
+    counted = time.perf_counter()
 
     num_merges = vocab_size - 256 - len(special_tokens)
     with _progress_bar(progress, total=num_merges, unit="merge", desc="merging") as bar:
         merges = train_merges(word_counts, num_merges, on_merge=(lambda k: bar.update(1)) if bar else None)
+    if stats is not None:
+        stats.update(
+            count_seconds=counted - started,
+            merge_seconds=time.perf_counter() - counted,
+            distinct_pretokens=len(word_counts),
+            input_bytes=size,
+            num_workers=workers,
+        )
 
     vocab = {i: bytes([i]) for i in range(256)}
     for left, right in merges:

@@ -45,19 +45,24 @@ def text_to_token(text: str) -> bytes | None:
         return None
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` as UTF-8 to `path` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
+    """Write each text as UTF-8 to its path: all to temporary files in the same folders first, then
+    renamed into place one after another, so an interruption never leaves a partly written file."""
+    written: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        for path, text in files.items():
+            path = Path(path)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            written.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, path in written:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in written:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def save_vocab_and_merges(
@@ -67,7 +72,7 @@ def save_vocab_and_merges(
     merges_path: str | os.PathLike,
     special_tokens: Iterable[str] = (),
 ) -> None:
-    """Write `vocab.json` and `merges.txt` in the GPT-2 format, each atomically.
+    """Write `vocab.json` and `merges.txt` in the GPT-2 format, atomically (see `atomic_write_texts`).
 
     Tokens equal to the UTF-8 bytes of a special token are written as the special token's text.
     """
@@ -79,8 +84,9 @@ def save_vocab_and_merges(
     if len(spelled) != len(vocab):
         raise ValueError("vocabulary holds two ids with the same bytes; it cannot be written as vocab.json")
     lines = ["#version: 0.2"] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
-    atomic_write_text(vocab_path, json.dumps(spelled, ensure_ascii=False, indent=0) + "\n")
-    atomic_write_text(merges_path, "\n".join(lines) + "\n")
+    atomic_write_texts(
+        {vocab_path: json.dumps(spelled, ensure_ascii=False, indent=0) + "\n", merges_path: "\n".join(lines) + "\n"}
+    )
 
 
 def load_vocab_and_merges(

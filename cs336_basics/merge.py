@@ -55,8 +55,7 @@ def train_merges(
     for i, (word, n) in enumerate(zip(words, counts)):
         for pair in map(str.__add__, word, word[1:]):
             pair_counts[pair] += n
-        for pair in set(map(str.__add__, word, word[1:])):
-            where[pair].append(i)
+            where[pair].append(i)  # a word holding a pair twice is listed twice; merging skips the second
 
     def heap_entry(pair: str, count: int) -> tuple[int, str, str]:
         return (-count, token_key[ord(pair[0])] + token_key[ord(pair[1])], pair)
@@ -84,7 +83,7 @@ def train_merges(
             token_key.append(_reversed_order_key(token_bytes[-1]))
 
             risen = _apply_merge(pair, new, words, counts, where, pair_counts)
-            del pair_counts[pair]
+            del pair_counts[pair]  # every occurrence is merged
             for p in risen:
                 n = pair_counts.get(p, 0)
                 if n > 0:
@@ -104,49 +103,67 @@ def _apply_merge(
     counts: list[int],
     where: dict[str, list[int]],
     pair_counts: dict[str, int],
-) -> set[str]:
+) -> list[str]:
     """Merge `pair` into the character `new` in every word holding it; return the pairs that gained.
 
-    Only the pairs next to each merge site change. In the old word each site loses (a, b), its
-    right pair, and its left pair unless that is the previous site's right pair; in the new word
-    each new token gains its left pair, and its right pair unless the right neighbour is itself new
-    (that pair is the next site's left pair).
+    Only the pairs next to each merge site change. In the old word each site loses its left pair
+    (unless that is the previous site's right pair) and its right pair; in the new word each new
+    token gains its left pair, and its right pair unless the right neighbour is itself new (that
+    pair is the next site's left pair). The pairs that gain all hold `new`, so they are new pairs,
+    gathered apart and added at the end. The count of `pair` itself is left for the caller to drop.
     """
     a, b = pair
-    risen: set[str] = set()
+    gained: dict[str, int] = defaultdict(int)
+    gained_where: dict[str, list[int]] = defaultdict(list)
     for i in where.pop(pair, ()):
         word = words[i]
-        if pair not in word:  # stale index entry, or a duplicate already handled
+        pos = word.find(pair)
+        if pos < 0:  # a stale index entry, or a duplicate already handled
             continue
         n = counts[i]
+        end = pos + 2
+        if word.find(pair, end) < 0:  # one site, by far the most common case
+            if pos:
+                x = word[pos - 1]
+                pair_counts[x + a] -= n
+                p = x + new
+                gained[p] += n
+                gained_where[p].append(i)
+            if end < len(word):
+                y = word[end]
+                pair_counts[b + y] -= n
+                p = new + y
+                gained[p] += n
+                gained_where[p].append(i)
+            words[i] = word.replace(pair, new)
+            continue
+
         size = len(word)
-        pos = word.find(pair)
         prev_end = -1
-        while pos != -1:
-            pair_counts[pair] -= n
-            if pos > 0 and pos != prev_end:
+        while pos >= 0:
+            if pos and pos != prev_end:
                 pair_counts[word[pos - 1] + a] -= n
             end = pos + 2
             if end < size:
                 pair_counts[b + word[end]] -= n
             prev_end = end
             pos = word.find(pair, end)
-
         word = word.replace(pair, new)
         words[i] = word
         size = len(word)
         pos = word.find(new)
-        while pos != -1:
-            if pos > 0:
+        while pos >= 0:
+            if pos:
                 p = word[pos - 1] + new
-                pair_counts[p] += n
-                where[p].append(i)
-                risen.add(p)
+                gained[p] += n
+                gained_where[p].append(i)
             nxt = pos + 1
             if nxt < size and word[nxt] != new:
                 p = new + word[nxt]
-                pair_counts[p] += n
-                where[p].append(i)
-                risen.add(p)
+                gained[p] += n
+                gained_where[p].append(i)
             pos = word.find(new, nxt)
-    return risen
+
+    pair_counts.update(gained)
+    where.update(gained_where)
+    return list(gained)

@@ -1,0 +1,36 @@
+"""make_submission.sh, run in a temporary copy of the repository."""
+
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="make_submission.sh runs uv")
+def test_make_submission_zips_code_and_tests_only(tmp_path):
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    copy = tmp_path / "repo"
+    for name in files:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, copy / name)
+    # Things that must stay out of the zip.
+    for junk in [".git/config", ".venv/lib/x.py", "cs336_basics/__pycache__/bpe.cpython-311.pyc",
+                 "data/owt.txt", "tokens.npy", "out/vocab.json", "weights.bin", "old.zip", ".pytest_cache/x"]:
+        (copy / junk).parent.mkdir(parents=True, exist_ok=True)
+        (copy / junk).write_text("junk")
+
+    result = subprocess.run(
+        ["bash", "make_submission.sh", "tests/test_train_bpe.py", "-k", "overlapping"],
+        cwd=copy, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    with zipfile.ZipFile(copy / "cs336-spring2025-assignment-1-submission.zip") as zf:
+        names = set(zf.namelist())
+    assert {"cs336_basics/bpe.py", "tests/adapters.py", "tests/test_train_bpe.py", "test_results.xml",
+            "pyproject.toml", "README.md", "make_submission.sh"} <= names
+    assert not any(n.startswith(("tests/fixtures/", ".git/", ".venv/", ".pytest_cache/")) for n in names)
+    assert not any(n.endswith((".txt", ".json", ".npy", ".bin", ".zip", ".pyc")) for n in names)
