@@ -279,6 +279,33 @@ class Tokenizer:
                 return True
         return False
 
+    def encode_file(
+        self,
+        input_paths: "str | os.PathLike | list[str | os.PathLike]",
+        output_path: str | os.PathLike,
+        *,
+        num_workers: int | None = None,
+        piece_size: int = 1 << 22,
+        dtype: str | None = None,
+        on_progress=None,
+    ) -> int:
+        """Encode text files, in order, into one NumPy array file (`np.load(path, mmap_mode="r")`).
+
+        The ids equal `encode` of each whole file. Workers (default: all cores, one for small input)
+        encode pieces of about `piece_size` bytes, so memory stays bounded whatever the file size;
+        the array is uint16 when every id fits (else uint32) unless `dtype` says otherwise. The
+        output appears only when complete. Returns the number of tokens.
+        """
+        from cs336_basics.token_arrays import encode_files
+
+        paths = [input_paths] if isinstance(input_paths, (str, os.PathLike)) else list(input_paths)
+        if num_workers is None:
+            num_workers = default_num_workers(sum(corpus.file_size(p) for p in paths))
+        return encode_files(
+            self, paths, output_path, num_workers=num_workers, piece_size=piece_size, dtype=dtype,
+            on_progress=on_progress,
+        )
+
     def decode(self, ids: Iterable[int]) -> str:
         """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD.
 
