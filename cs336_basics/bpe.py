@@ -21,8 +21,9 @@ from cs336_basics.encoding import MergeTable, bpe, build_merge_table
 from cs336_basics.merge import train_merges
 from cs336_basics.pretokenize import WHITESPACE, chunks, pretokenize_chunk, validate_special_tokens
 
-# Below this size one process counts faster than starting workers does.
+# Below these sizes one process is faster than starting workers.
 _PARALLEL_MIN_BYTES = 4 << 20
+_PARALLEL_MIN_WORDS = 20_000
 
 
 def default_num_workers(file_size: int) -> int:
@@ -62,7 +63,8 @@ def train_bpe(
     step merges the most frequent pair; ties go to the lexicographically greatest
     `(left_bytes, right_bytes)`.
 
-    Options: `num_workers` processes count pre-tokens (default: all cores, one for small files);
+    Options: `num_workers` processes count pre-tokens and share the merge loop (default: all cores,
+    one for small files);
     `piece_size` is the most bytes one worker task reads (tests use tiny ones); `progress` shows
     progress bars on stderr. The result does not depend on either number. A `stats` dict, if given,
     receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes` and `num_workers`.
@@ -89,7 +91,12 @@ def train_bpe(
 
     num_merges = vocab_size - 256 - len(special_tokens)
     with _progress_bar(progress, total=num_merges, unit="merge", desc="merging") as bar:
-        merges = train_merges(word_counts, num_merges, on_merge=(lambda k: bar.update(1)) if bar else None)
+        merges = train_merges(
+            word_counts,
+            num_merges,
+            num_shards=workers if len(word_counts) >= _PARALLEL_MIN_WORDS else 1,
+            on_merge=(lambda k: bar.update(1)) if bar else None,
+        )
     if stats is not None:
         stats.update(
             count_seconds=counted - started,

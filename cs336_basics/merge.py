@@ -9,11 +9,14 @@ How it stays fast in pure Python:
 - pair counts are updated only around each merge site, in the pre-tokens that hold the pair, found
   through an index pair -> pre-token numbers (append-only; stale entries are skipped by one `in`);
 - the best pair comes from a lazy max-heap: a pair is pushed when its count rises, and a popped entry
-  whose count has fallen since is pushed back with its current count.
+  whose count has fallen since is pushed back with its current count;
+- the words can be split into shards, each merged by its own process: a shard reports how the pair
+  counts changed, and this process adds the changes up and chooses the next pair.
 """
 
 import gc
 import heapq
+import multiprocessing
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -32,16 +35,15 @@ def train_merges(
     word_counts: dict[bytes, int],
     num_merges: int,
     *,
+    num_shards: int = 1,
     on_merge: Callable[[int], None] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to `num_merges` merges from pre-token counts; fewer when no pair is left.
 
-    Token ids are 0..255 for single bytes and 256 + k for the k-th merge. `on_merge(k)` is called
-    after each merge (for progress bars).
+    Token ids are 0..255 for single bytes and 256 + k for the k-th merge. With `num_shards` > 1 the
+    words are split among that many processes (this one included); the merges are the same.
+    `on_merge(k)` is called after each merge (for progress bars).
     """
-    token_bytes = [bytes([i]) for i in range(256)]
-    token_key = [_reversed_order_key(t) for t in token_bytes]
-
     # Pre-tokens as strings of token-id characters; single tokens can never merge.
     words: list[str] = []
     counts: list[int] = []
@@ -50,120 +52,192 @@ def train_merges(
             words.append(word.decode("latin-1"))
             counts.append(n)
 
-    pair_counts: dict[str, int] = defaultdict(int)
-    where: dict[str, list[int]] = defaultdict(list)
-    for i, (word, n) in enumerate(zip(words, counts)):
-        for pair in map(str.__add__, word, word[1:]):
-            pair_counts[pair] += n
-            where[pair].append(i)  # a word holding a pair twice is listed twice; merging skips the second
-
-    def heap_entry(pair: str, count: int) -> tuple[int, str, str]:
-        return (-count, token_key[ord(pair[0])] + token_key[ord(pair[1])], pair)
-
-    heap = [heap_entry(pair, n) for pair, n in pair_counts.items()]
-    heapq.heapify(heap)
-
-    merges: list[tuple[bytes, bytes]] = []
+    num_shards = max(1, min(num_shards, len(words)))
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
+    remotes = [_RemoteShard(words[k::num_shards], counts[k::num_shards]) for k in range(1, num_shards)]
     try:
-        while len(merges) < num_merges and heap:
-            neg_count, _, pair = heapq.heappop(heap)
-            current = pair_counts.get(pair, 0)
-            if current != -neg_count:
-                if current > 0:  # stale: the count fell since this entry was pushed
-                    heapq.heappush(heap, heap_entry(pair, current))
-                continue
-
-            left, right = ord(pair[0]), ord(pair[1])
-            new_id = len(token_bytes)
-            new = chr(new_id)
-            merges.append((token_bytes[left], token_bytes[right]))
-            token_bytes.append(token_bytes[left] + token_bytes[right])
-            token_key.append(_reversed_order_key(token_bytes[-1]))
-
-            risen = _apply_merge(pair, new, words, counts, where, pair_counts)
-            del pair_counts[pair]  # every occurrence is merged
-            for p in risen:
-                n = pair_counts.get(p, 0)
-                if n > 0:
-                    heapq.heappush(heap, heap_entry(p, n))
-            if on_merge is not None:
-                on_merge(len(merges))
+        local = _Shard(words[::num_shards], counts[::num_shards])
+        del words, counts
+        pair_counts = local.count_pairs()
+        for remote in remotes:
+            _add(pair_counts, remote.receive())
+        return _merge_loop(pair_counts, [local, *remotes], num_merges, on_merge)
     finally:
+        for remote in remotes:
+            remote.close()
         if gc_was_enabled:
             gc.enable()
+
+
+def _merge_loop(pair_counts: dict[str, int], shards: list, num_merges: int, on_merge) -> list[tuple[bytes, bytes]]:
+    token_bytes = [bytes([i]) for i in range(256)]
+    token_key = [_reversed_order_key(t) for t in token_bytes]
+
+    def heap_entry(pair: str, count: int) -> tuple[int, str, str]:
+        # Smallest first: the highest count, then the greatest (left bytes, right bytes).
+        return (-count, token_key[ord(pair[0])] + token_key[ord(pair[1])], pair)
+
+    heap = [heap_entry(pair, n) for pair, n in pair_counts.items() if n > 0]
+    heapq.heapify(heap)
+    local, remotes = shards[0], shards[1:]
+    merges: list[tuple[bytes, bytes]] = []
+    while len(merges) < num_merges and heap:
+        neg_count, _, pair = heapq.heappop(heap)
+        current = pair_counts.get(pair, 0)
+        if current != -neg_count:
+            if current > 0:  # stale: the count fell since this entry was pushed
+                heapq.heappush(heap, heap_entry(pair, current))
+            continue
+
+        left, right = ord(pair[0]), ord(pair[1])
+        new = chr(len(token_bytes))
+        merges.append((token_bytes[left], token_bytes[right]))
+        token_bytes.append(token_bytes[left] + token_bytes[right])
+        token_key.append(_reversed_order_key(token_bytes[-1]))
+
+        for remote in remotes:
+            remote.send_merge(pair, new)
+        change = local.merge(pair, new)
+        for remote in remotes:
+            _add(change, remote.receive())
+        del pair_counts[pair]  # every occurrence is merged
+        get = pair_counts.get
+        for p, d in change.items():
+            n = pair_counts[p] = get(p, 0) + d
+            if d > 0:  # only new pairs gain, and each needs a heap entry
+                heapq.heappush(heap, heap_entry(p, n))
+        if on_merge is not None:
+            on_merge(len(merges))
     return merges
 
 
-def _apply_merge(
-    pair: str,
-    new: str,
-    words: list[str],
-    counts: list[int],
-    where: dict[str, list[int]],
-    pair_counts: dict[str, int],
-) -> list[str]:
-    """Merge `pair` into the character `new` in every word holding it; return the pairs that gained.
+def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+    for p, n in counts.items():
+        total[p] = total.get(p, 0) + n
 
-    Only the pairs next to each merge site change. In the old word each site loses its left pair
-    (unless that is the previous site's right pair) and its right pair; in the new word each new
-    token gains its left pair, and its right pair unless the right neighbour is itself new (that
-    pair is the next site's left pair). The pairs that gain all hold `new`, so they are new pairs,
-    gathered apart and added at the end. The count of `pair` itself is left for the caller to drop.
-    """
-    a, b = pair
-    gained: dict[str, int] = defaultdict(int)
-    gained_where: dict[str, list[int]] = defaultdict(list)
-    for i in where.pop(pair, ()):
-        word = words[i]
-        pos = word.find(pair)
-        if pos < 0:  # a stale index entry, or a duplicate already handled
-            continue
-        n = counts[i]
-        end = pos + 2
-        if word.find(pair, end) < 0:  # one site, by far the most common case
-            if pos:
-                x = word[pos - 1]
-                pair_counts[x + a] -= n
-                p = x + new
-                gained[p] += n
-                gained_where[p].append(i)
-            if end < len(word):
-                y = word[end]
-                pair_counts[b + y] -= n
-                p = new + y
-                gained[p] += n
-                gained_where[p].append(i)
-            words[i] = word.replace(pair, new)
-            continue
 
-        size = len(word)
-        prev_end = -1
-        while pos >= 0:
-            if pos and pos != prev_end:
-                pair_counts[word[pos - 1] + a] -= n
+class _Shard:
+    """Some of the words, their counts, and an index from each pair to the words holding it."""
+
+    def __init__(self, words: list[str], counts: list[int]):
+        self.words = words
+        self.counts = counts
+        self.where: dict[str, list[int]] = defaultdict(list)
+
+    def count_pairs(self) -> dict[str, int]:
+        """Build the index and return how often each adjacent pair occurs (overlaps count)."""
+        pair_counts: dict[str, int] = defaultdict(int)
+        where = self.where
+        for i, (word, n) in enumerate(zip(self.words, self.counts)):
+            for pair in map(str.__add__, word, word[1:]):
+                pair_counts[pair] += n
+                where[pair].append(i)  # a word holding a pair twice is listed twice; merge skips it
+        return dict(pair_counts)
+
+    def merge(self, pair: str, new: str) -> dict[str, int]:
+        """Merge `pair` into the character `new` in every word holding it; return the count changes.
+
+        Only the pairs next to each merge site change. In the old word each site loses its left
+        pair (unless that is the previous site's right pair) and its right pair; in the new word
+        each new token gains its left pair, and its right pair unless the right neighbour is itself
+        new (that pair is the next site's left pair). Pairs that gain hold `new`, so they are new.
+        The change to `pair` itself is left out: the caller drops it.
+        """
+        a, b = pair
+        words, counts, where = self.words, self.counts, self.where
+        change: dict[str, int] = defaultdict(int)
+        gained_where: dict[str, list[int]] = defaultdict(list)
+        for i in where.pop(pair, ()):
+            word = words[i]
+            pos = word.find(pair)
+            if pos < 0:  # a stale index entry, or a duplicate already handled
+                continue
+            n = counts[i]
             end = pos + 2
-            if end < size:
-                pair_counts[b + word[end]] -= n
-            prev_end = end
-            pos = word.find(pair, end)
-        word = word.replace(pair, new)
-        words[i] = word
-        size = len(word)
-        pos = word.find(new)
-        while pos >= 0:
-            if pos:
-                p = word[pos - 1] + new
-                gained[p] += n
-                gained_where[p].append(i)
-            nxt = pos + 1
-            if nxt < size and word[nxt] != new:
-                p = new + word[nxt]
-                gained[p] += n
-                gained_where[p].append(i)
-            pos = word.find(new, nxt)
+            if word.find(pair, end) < 0:  # one site, by far the most common case
+                if pos:
+                    x = word[pos - 1]
+                    change[x + a] -= n
+                    p = x + new
+                    change[p] += n
+                    gained_where[p].append(i)
+                if end < len(word):
+                    y = word[end]
+                    change[b + y] -= n
+                    p = new + y
+                    change[p] += n
+                    gained_where[p].append(i)
+                words[i] = word.replace(pair, new)
+                continue
 
-    pair_counts.update(gained)
-    where.update(gained_where)
-    return list(gained)
+            size = len(word)
+            prev_end = -1
+            while pos >= 0:
+                if pos and pos != prev_end:
+                    change[word[pos - 1] + a] -= n
+                end = pos + 2
+                if end < size:
+                    change[b + word[end]] -= n
+                prev_end = end
+                pos = word.find(pair, end)
+            word = word.replace(pair, new)
+            words[i] = word
+            size = len(word)
+            pos = word.find(new)
+            while pos >= 0:
+                if pos:
+                    p = word[pos - 1] + new
+                    change[p] += n
+                    gained_where[p].append(i)
+                nxt = pos + 1
+                if nxt < size and word[nxt] != new:
+                    p = new + word[nxt]
+                    change[p] += n
+                    gained_where[p].append(i)
+                pos = word.find(new, nxt)
+        change.pop(pair, None)
+        where.update(gained_where)
+        return change
+
+
+def _serve_shard(conn, words: list[str], counts: list[int]) -> None:
+    """The loop of a shard's process: send the pair counts, then answer each merge with changes."""
+    gc.disable()
+    shard = _Shard(words, counts)
+    del words, counts
+    conn.send(shard.count_pairs())
+    while (message := conn.recv()) is not None:
+        conn.send(shard.merge(*message))
+
+
+class _RemoteShard:
+    """A shard in a child process, driven through a pipe."""
+
+    def __init__(self, words: list[str], counts: list[int]):
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(target=_serve_shard, args=(child_conn, words, counts), daemon=True)
+        self.process.start()
+        child_conn.close()
+
+    def send_merge(self, pair: str, new: str) -> None:
+        self.conn.send((pair, new))
+
+    def receive(self) -> dict[str, int]:
+        try:
+            return self.conn.recv()
+        except EOFError:
+            raise RuntimeError(f"merge worker process {self.process.pid} died (exit code {self.process.exitcode})") from None
+
+    def close(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+        self.conn.close()

@@ -2,15 +2,17 @@
 speed, worker-count independence and bad input."""
 
 import time
+from collections import Counter
 
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.merge import _reversed_order_key, train_merges
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
-from tests.reference import REFERENCE_RUNS, read_gpt2_files, reference_train_bpe
+from tests.reference import GPT2_PATTERN, REFERENCE_RUNS, read_gpt2_files, reference_train_bpe, split_documents
 
 FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]
 SPECIALS = ["<|endoftext|>", "<|endoftext|><|endoftext|>", "<pad>"]
@@ -66,8 +68,6 @@ def test_merge_loop_on_counts_directly():
 
 
 def reference_train_counts(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
-    from collections import Counter
-
     from tests.reference import merge_word
 
     words = Counter({tuple(bytes([b]) for b in w): n for w, n in word_counts.items()})
@@ -241,3 +241,12 @@ def test_bad_special_tokens(tmp_path, specials):
 def test_empty_file_gives_the_bare_vocabulary(tmp_path):
     vocab, merges = train_text(tmp_path, "", 500, ["<|endoftext|>"])
     assert merges == [] and len(vocab) == 257
+
+
+@pytest.mark.parametrize("num_shards", [2, 3])
+def test_merge_loop_shards_change_nothing(num_shards):
+    text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8") + (FIXTURES_PATH / "code.txt").read_text()
+    counts = Counter(
+        p.encode("utf-8") for d in split_documents(text, ["<|endoftext|>"]) for p in regex.findall(GPT2_PATTERN, d)
+    )
+    assert train_merges(counts, 800, num_shards=num_shards) == train_merges(counts, 800, num_shards=1)
