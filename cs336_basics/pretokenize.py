@@ -71,7 +71,14 @@ def chunks(text: str) -> list[str]:
 
 
 def pretokenize_chunk(chunk: str) -> list[str]:
-    """The GPT-2 pre-tokens of one chunk (see `chunks`), by the faster stdlib engine when it is ASCII."""
+    r"""The GPT-2 pre-tokens of one chunk (see `chunks`).
+
+    Most chunks are a word with at most one space before it, which is one pre-token (` ?\p{L}+`;
+    `str.isalpha` accepts only letters that `regex` also calls \p{L}, as a test checks). Others go
+    to the stdlib engine when ASCII, which is about twice as fast as `regex`.
+    """
+    if (chunk[1:] if chunk[0] == " " else chunk).isalpha():
+        return [chunk]
     return _ASCII_RE.findall(chunk) if chunk.isascii() else _GPT2_RE.findall(chunk)
 
 

@@ -1,0 +1,182 @@
+"""The `bpe` command and `Tokenizer.encode_file`: training to files, parallel encoding to token arrays
+equal to one `encode`, decoding, inspecting, and one clear line for bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from cs336_basics.bpe import Tokenizer
+from cs336_basics.cli import classify_token, main
+from tests.common import FIXTURES_PATH, gpt2_files
+
+EOT = "<|endoftext|>"
+FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]
+
+
+@pytest.fixture(scope="module")
+def trained_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tok")
+    assert main(["train", str(FIXTURES_PATH / "english.txt"), "--vocab-size", "600", "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bpe: "), err
+    return err[0]
+
+
+# --- train -----------------------------------------------------------------------------------------
+
+
+def test_train_writes_files_that_load(trained_dir, capsys):
+    tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", [EOT])
+    assert len(tokenizer.vocab) == 600
+    text = (FIXTURES_PATH / "english.txt").read_text(encoding="utf-8")
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_train_without_input_uses_the_bundled_corpus(tmp_path, capsys):
+    assert main(["train", "--vocab-size", "300", "--out", str(tmp_path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "merges" in out and "bytes per token" in out and "longest tokens" in out
+    assert json.loads((tmp_path / "vocab.json").read_text("utf-8"))[EOT] == 299
+
+
+def test_train_summary_reports_phases_and_memory(tmp_path, capsys):
+    main(["train", str(FIXTURES_PATH / "german.txt"), "--vocab-size", "300", "--out", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    for phrase in ["counting pre-tokens", "distinct", "merging", "peak memory", "longest tokens", "compression"]:
+        assert phrase in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "/no/such/file.txt"], "input file not found: /no/such/file.txt"),
+        (["train", "--vocab-size", "100"], "vocab_size 100 is below the minimum 257"),
+        (["train", "--special-token", ""], "special tokens must not be empty"),
+    ],
+)
+def test_train_bad_input_is_one_line(tmp_path, capsys, argv, message):
+    assert main([*argv, "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    assert message in one_error_line(capsys)
+    assert not (tmp_path / "out" / "vocab.json").exists()
+
+
+def test_train_unwritable_output_folder(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["train", "--out", str(blocker / "sub"), "--quiet"]) == 1
+    assert "cannot write to the output folder" in one_error_line(capsys)
+
+
+def test_bad_option_exits_with_usage(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--vocab-size", "lots"])
+    assert e.value.code == 2
+    assert "expected a whole number" in capsys.readouterr().err
+
+
+# --- encode_file and bpe encode --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("workers, piece_size", [(1, 1 << 22), (1, 64), (2, 500), (3, 97), (2, 1 << 22)])
+def test_encode_file_equals_encode(tmp_path, trained_dir, name, workers, piece_size):
+    tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", [EOT])
+    path = FIXTURES_PATH / f"{name}.txt"
+    out = tmp_path / "ids.npy"
+    count = tokenizer.encode_file(path, out, num_workers=workers, piece_size=piece_size)
+    ids = np.load(out, mmap_mode="r")
+    expected = tokenizer.encode(path.read_bytes().decode("utf-8"))
+    assert count == len(expected) and ids.dtype == np.uint16
+    assert ids.tolist() == expected
+    assert tokenizer.decode(ids) == path.read_bytes().decode("utf-8")
+
+
+def test_encode_several_files_in_order(tmp_path, trained_dir, capsys):
+    inputs = [str(FIXTURES_PATH / f"{name}.txt") for name in ("german", "english")]
+    out = tmp_path / "all.npy"
+    assert main(["encode", "--tokenizer", str(trained_dir), *inputs, "--out", str(out), "--workers", "2", "--quiet"]) == 0
+    tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", [EOT])
+    expected = [i for p in inputs for i in tokenizer.encode(open(p, encoding="utf-8", newline="").read())]
+    assert np.load(out).tolist() == expected
+    assert "bytes per token" in capsys.readouterr().out
+
+
+def test_encode_gpt2_with_uint32(tmp_path):
+    encoder_json, vocab_bpe = gpt2_files()
+    tokenizer = Tokenizer.from_files(encoder_json, vocab_bpe, [EOT])
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file(FIXTURES_PATH / "english.txt", out, dtype="uint32", num_workers=2, piece_size=5000)
+    ids = np.load(out)
+    assert ids.dtype == np.uint32
+    assert ids.tolist() == tokenizer.encode((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"))
+
+
+def test_decode_prints_the_text(tmp_path, trained_dir, capsys):
+    out = tmp_path / "ids.npy"
+    main(["encode", "--tokenizer", str(trained_dir), str(FIXTURES_PATH / "emoji_chat.txt"), "--out", str(out), "--quiet"])
+    capsys.readouterr()
+    assert main(["decode", "--tokenizer", str(trained_dir), str(out)]) == 0
+    assert capsys.readouterr().out == (FIXTURES_PATH / "emoji_chat.txt").read_bytes().decode("utf-8")
+
+
+def test_encode_missing_tokenizer(tmp_path, capsys):
+    out = tmp_path / "ids.npy"
+    assert main(["encode", "--tokenizer", str(tmp_path / "none"), str(FIXTURES_PATH / "english.txt"), "--out", str(out)]) == 1
+    assert "tokenizer file not found" in one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_encode_non_utf8_names_the_offset_and_leaves_nothing(tmp_path, trained_dir, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine text " * 1000 + b"\xc3\x28 broken")
+    out = tmp_path / "ids.npy"
+    argv = ["encode", "--tokenizer", str(trained_dir), str(bad), "--out", str(out), "--workers", "2", "--quiet"]
+    assert main(argv) == 1
+    assert "not valid UTF-8 at byte offset 10000" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == [bad]
+
+
+def test_encode_dtype_too_small(tmp_path, capsys):
+    encoder_json, vocab_bpe = gpt2_files()
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    Tokenizer.from_files(encoder_json, vocab_bpe, [EOT]).save(folder / "vocab.json", folder / "merges.txt")
+    out = tmp_path / "ids.npy"
+    argv = ["encode", "--tokenizer", str(folder), str(FIXTURES_PATH / "german.txt"), "--out", str(out), "--dtype", "uint16"]
+    # GPT-2's ids reach 50256, which fits uint16; so ask for a vocabulary past 65535 instead.
+    assert main(argv + ["--quiet"]) == 0
+    vocab = {i: bytes([i]) for i in range(256)} | {70_000: b"<big>"}
+    big = Tokenizer(vocab, [])
+    with pytest.raises(ValueError, match="cannot hold token id 70000"):
+        big.encode_file(FIXTURES_PATH / "german.txt", tmp_path / "big.npy", dtype="uint16")
+    assert not (tmp_path / "big.npy").exists()
+
+
+# --- inspect and stats -----------------------------------------------------------------------------
+
+
+def test_inspect_shows_pieces_plain_when_piped(trained_dir, capsys):
+    assert main(["inspect", "--tokenizer", str(trained_dir), "Hello there<|endoftext|>"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[") and "[<|endoftext|>]" in lines[0] and "\x1b[" not in lines[0]
+    assert lines[1].split()[-1] == "599"
+
+
+def test_stats_reports_shares(trained_dir, capsys):
+    assert main(["stats", "--tokenizer", str(trained_dir), str(FIXTURES_PATH / "chinese.txt")]) == 0
+    out = capsys.readouterr().out
+    assert "bytes per token" in out and "part of one UTF-8 character" in out
+
+
+@pytest.mark.parametrize(
+    "token, kind",
+    [(b" hello", "word"), (b"hello", "word"), (b"42", "text"), (b", ", "text"), (b"\xe4", "partial"),
+     (b"\xb8\xad", "partial"), (b" \xe4", "crossing"), (b"\xad\xe6", "crossing")],
+)
+def test_classify_token(token, kind):
+    assert classify_token(token) == kind
