@@ -2,11 +2,9 @@
 as oracle, special tokens, streaming, decoding, files, and memory."""
 
 import json
-import os
-import resource
+import subprocess
 import sys
 
-import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -164,19 +162,34 @@ def five_mb_file(tmp_path_factory):
     return path
 
 
-def _under_memory_cap(fn, extra_bytes: int = 1_000_000):
-    """Run fn() with the address space capped at the current RSS + extra_bytes (as CS336 does)."""
-    previous = resource.getrlimit(resource.RLIMIT_AS)
-    cap = psutil.Process(os.getpid()).memory_info().rss + extra_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (cap, previous[1]))
+# Run in a fresh interpreter, so that memory freed by earlier tests cannot serve as slack under the cap.
+_MEMORY_PROBE = """
+import os, resource, sys
+import psutil
+from cs336_basics.bpe import Tokenizer
+
+def fold(ids):  # a count and a position-weighted checksum, so the ids need not be kept
+    n = total = 0
+    for i in ids:
+        n += 1
+        total = (total * 31 + i) % 1_000_000_007
+    return n, total
+
+mode, vocab_json, merges_txt, path = sys.argv[1:]
+tokenizer = Tokenizer.from_files(vocab_json, merges_txt, ["<|endoftext|>"])
+with open(path, encoding="utf-8") as f:
+    cap = psutil.Process(os.getpid()).memory_info().rss + 1_000_000  # CS336's cap: RSS + 1 MB
+    resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))
     try:
-        return fn()
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, previous)
+        result = fold(tokenizer.encode_iterable(f) if mode == "iterable" else tokenizer.encode(f.read()))
+    except MemoryError:
+        sys.exit(3)
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print(*result)
+"""
 
 
 def _fold(ids) -> tuple[int, int]:
-    """A count and a position-weighted checksum, so the ids need not be kept in memory."""
     n = total = 0
     for i in ids:
         n += 1
@@ -184,19 +197,29 @@ def _fold(ids) -> tuple[int, int]:
     return n, total
 
 
+def _encode_under_cap(mode: str, path) -> subprocess.CompletedProcess:
+    encoder_json, vocab_bpe = gpt2_files()
+    return subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, mode, str(encoder_json), str(vocab_bpe), str(path)],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
 def test_encode_iterable_memory_usage(gpt2, five_mb_file):
-    with open(five_mb_file, encoding="utf-8") as f:
-        expected = _fold(gpt2.encode(f.read()))
-    with open(five_mb_file, encoding="utf-8") as f:
-        assert _under_memory_cap(lambda: _fold(gpt2.encode_iterable(f))) == expected
+    result = _encode_under_cap("iterable", five_mb_file)
+    assert result.returncode == 0, result.stderr
+    expected = _fold(tiktoken_gpt2().encode(five_mb_file.read_text(encoding="utf-8"), allowed_special={EOT}))
+    assert tuple(map(int, result.stdout.split())) == expected
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
 @pytest.mark.xfail(reason="encoding the whole 5 MB text at once needs more than 1 MB", raises=MemoryError, strict=True)
-def test_encode_memory_usage(gpt2, five_mb_file):
-    with open(five_mb_file, encoding="utf-8") as f:
-        _under_memory_cap(lambda: _fold(gpt2.encode(f.read())))
+def test_encode_memory_usage(five_mb_file):
+    result = _encode_under_cap("whole", five_mb_file)
+    if result.returncode == 3:
+        raise MemoryError("the cap bites: encode of the whole text ran out of memory")
+    assert result.returncode == 0, result.stderr
 
 
 # --- decode ----------------------------------------------------------------------------------------
