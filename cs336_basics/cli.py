@@ -277,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bpe: interrupted; no output was written", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (CommandError, ValueError, OSError) as e:
         print(f"bpe: {e}", file=sys.stderr)
         return 1

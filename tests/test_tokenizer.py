@@ -206,7 +206,7 @@ def _encode_under_cap(mode: str, path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
-def test_encode_iterable_memory_usage(gpt2, five_mb_file):
+def test_encode_iterable_memory_usage(five_mb_file):
     result = _encode_under_cap("iterable", five_mb_file)
     assert result.returncode == 0, result.stderr
     expected = _fold(tiktoken_gpt2().encode(five_mb_file.read_text(encoding="utf-8"), allowed_special={EOT}))
