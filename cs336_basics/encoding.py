@@ -1,9 +1,13 @@
 """Encoding with a trained vocabulary: the tables it needs and BPE applied to one pre-token.
 
-A pre-token is handled as a `str` with one character per token id (`chr(id)`), so that finding the
-lowest-ranked pair and merging it run in C: `min` over `dict.get` of every adjacent pair, then
-`str.replace`, which merges every occurrence left to right without overlap, as applying one merge
-rank at a time does.
+BPE on a pre-token merges the leftmost adjacent pair of lowest rank, again and again, as tiktoken
+does. Tokens are handled as characters `chr(id)`, so pairs are 2-character strings looked up in one
+dict. A short pre-token keeps the ranks of its adjacent pairs in a list, updated around each merge
+(`min` and `list.index` run in C). A long one, where that would be quadratic, merges every occurrence
+of the lowest-ranked pair at once with `str.replace` (left to right, without overlap). The two agree
+because every merge's parts are single bytes or tokens made by earlier merges (checked when the
+table is built): the tokens a merge makes can only take part in later merges, so the next lowest pair
+is the next occurrence of the same pair.
 """
 
 from dataclasses import dataclass
@@ -38,24 +42,57 @@ def build_merge_table(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
     byte_chars = {b: chr(ids[bytes([b])]) for b in range(256)}
     pair_rank: dict[str, int] = {}
     merged: list[tuple[str, str]] = []
+    made = {bytes([b]) for b in range(256)}
     for rank, (left, right) in enumerate(merges):
         for part in (left, right, left + right):
             if part not in ids:
                 raise ValueError(f"merge {rank + 1} ({left!r}, {right!r}) needs {part!r}, which is not in the vocabulary")
+        for part in (left, right):
+            if part not in made:
+                raise ValueError(
+                    f"merge {rank + 1} ({left!r}, {right!r}) uses {part!r} before any earlier merge makes it; "
+                    "merges must be listed in the order they were learned"
+                )
+        made.add(left + right)
         pair = chr(ids[left]) + chr(ids[right])
         pair_rank.setdefault(pair, rank)  # a repeated merge can never apply again
         merged.append((pair, chr(ids[left + right])))
     return MergeTable(byte_chars, pair_rank, merged)
 
 
+# Up to this many tokens a pre-token is merged one pair at a time; longer ones by `str.replace`.
+_SHORT = 64
+
+
 def bpe(piece: bytes, table: MergeTable) -> list[int]:
-    """The token ids of one pre-token: apply merges, lowest rank first, until none applies."""
+    """The token ids of one pre-token: merge the leftmost lowest-ranked pair until none is left."""
     word = piece.decode("latin-1").translate(table.byte_chars)
+    if len(word) < 2:
+        return list(map(ord, word))
     rank_of = table.pair_rank.get
-    while len(word) > 1:
-        rank = min(map(rank_of, map(str.__add__, word, word[1:]), repeat(_NO_RANK)))
+    merged = table.merged
+    if len(word) > _SHORT:
+        while len(word) > 1:
+            rank = min(map(rank_of, map(str.__add__, word, word[1:]), repeat(_NO_RANK)))
+            if rank == _NO_RANK:
+                break
+            pair, new = merged[rank]
+            word = word.replace(pair, new)
+        return list(map(ord, word))
+
+    tokens = list(word)
+    ranks = list(map(rank_of, map(str.__add__, word, word[1:]), repeat(_NO_RANK)))
+    while ranks:
+        rank = min(ranks)
         if rank == _NO_RANK:
             break
-        pair, new = table.merged[rank]
-        word = word.replace(pair, new)
-    return list(map(ord, word))
+        i = ranks.index(rank)
+        new = merged[rank][1]
+        tokens[i] = new
+        del tokens[i + 1]
+        del ranks[i]
+        if i < len(ranks):
+            ranks[i] = rank_of(new + tokens[i + 1], _NO_RANK)
+        if i:
+            ranks[i - 1] = rank_of(tokens[i - 1] + new, _NO_RANK)
+    return list(map(ord, tokens))

@@ -308,3 +308,17 @@ def test_merge_naming_unknown_token(tmp_path):
 def test_missing_file_is_an_os_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.json"):
         Tokenizer.from_files(tmp_path / "nope.json", tmp_path / "merges.txt")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "th", "e", "ing", "ä", "ж", "中", "x"]), min_size=20, max_size=200).map("".join))
+def test_long_pretokens_match_tiktoken(gpt2, word):
+    # One pre-token of up to ~600 bytes: past the length where BPE switches to str.replace.
+    for text in (word, " " + word):
+        assert gpt2.encode(text) == tiktoken_gpt2().encode(text)
+
+
+def test_merges_out_of_learning_order_are_refused():
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"abc"}
+    with pytest.raises(ValueError, match=r"merge 1 .* uses b'ab' before any earlier merge makes it"):
+        Tokenizer(vocab, [(b"ab", b"c"), (b"a", b"b")])
