@@ -189,9 +189,8 @@ class Tokenizer:
         self._decoder: list[bytes | None] = [None] * next_id
         for token_id, token in self.vocab.items():
             self._decoder[token_id] = token
-        # Two caches, chunk -> ids and pre-token -> ids: text repeats itself at both levels.
-        self._chunk_cache = _Cache(self._encode_chunk, cache_size)
-        self._pretoken_cache = _Cache(self._encode_pretoken, cache_size)
+        # text -> ids for chunks and for pre-tokens (a pre-token is a chunk of one pre-token).
+        self._cache = _Cache(self._encode_chunk, cache_size)
 
     @classmethod
     def from_files(
@@ -212,14 +211,14 @@ class Tokenizer:
         """Write `vocab.json` and `merges.txt` in the GPT-2 format, each atomically."""
         gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
 
-    def _encode_pretoken(self, pretoken: str) -> tuple[int, ...]:
-        return tuple(bpe(pretoken.encode("utf-8"), self._table))
-
     def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
-        return tuple(chain.from_iterable(map(self._pretoken_cache.__getitem__, pretokenize_chunk(chunk))))
+        pieces = pretokenize_chunk(chunk)
+        if len(pieces) == 1:
+            return tuple(bpe(chunk.encode("utf-8"), self._table))
+        return tuple(chain.from_iterable(map(self._cache.__getitem__, pieces)))
 
     def _encode_ordinary(self, text: str, out: list[int]) -> None:
-        out.extend(chain.from_iterable(map(self._chunk_cache.__getitem__, chunks(text))))
+        out.extend(chain.from_iterable(map(self._cache.__getitem__, chunks(text))))
 
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids.

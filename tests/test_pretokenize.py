@@ -37,6 +37,14 @@ def test_chunks_pretokenize_like_the_whole_text(text):
 
 
 @settings(max_examples=1000, deadline=None)
+@given(TEXTS)
+def test_a_pretoken_alone_is_one_pretoken(text):
+    # The tokenizer caches chunks and pre-tokens in one dict, which needs this.
+    for piece in pretokenize(text):
+        assert pretokenize(piece) == [piece] == pretokenize_chunk(piece)
+
+
+@settings(max_examples=1000, deadline=None)
 @given(TEXTS, st.lists(st.integers(0, 200), max_size=5), st.sampled_from([[], ["<|x|>"], ["<|x|>", "<|x|><|x|>", "|"]]))
 def test_cutting_at_safe_cuts_changes_no_pretoken(text, targets, specials):
     data = text.encode("utf-8")
