@@ -2,10 +2,10 @@
 
 Run it with:
 
-    uv run python benchmarks/bench_train.py CORPUS [--vocab-size 10000] [--special-token "<|endoftext|>"]
+    uv run --group bench python benchmarks/bench_train.py CORPUS [--vocab-size 10000] [--special-token "<|endoftext|>"]
         [--runs 3] [--workers N] [--only ours,hf,rustbpe] [--phases] [--check-merges]
 
-    e.g. uv run python benchmarks/bench_train.py /tmp/bench/corpus32.txt --runs 3 --phases
+    e.g. uv run --group bench python benchmarks/bench_train.py /tmp/bench/corpus32.txt --runs 3 --phases
 
 Each trainer runs in a fresh subprocess (this script with `--child NAME`), interleaved: ours, hf,
 rustbpe, ours, hf, rustbpe, ... The child times only the training call (not the imports) and prints

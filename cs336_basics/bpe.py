@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 
 from cs336_basics import corpus, gpt2_files
-from cs336_basics.encoding import MergeTable, bpe, build_merge_table
+from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table
 from cs336_basics.merge import train_merges
-from cs336_basics.pretokenize import WHITESPACE, chunks, pretokenize_chunk, validate_special_tokens
+from cs336_basics.pretokenize import WHITESPACE, chunks, validate_special_tokens
 
 # Below these sizes one process is faster than starting workers.
 _PARALLEL_MIN_BYTES = 4 << 20
@@ -130,25 +130,6 @@ def _progress_bar(enabled: bool, **kwargs):
     return tqdm(**kwargs)
 
 
-class _Cache(dict):
-    """A dict that computes a missing value with `compute(key)` and keeps it, emptying itself first
-    when full (so memory stays bounded) and never keeping keys longer than `max_key_length`."""
-
-    def __init__(self, compute, max_entries: int, max_key_length: int = 100):
-        super().__init__()
-        self._compute = compute
-        self._max_entries = max_entries
-        self._max_key_length = max_key_length
-
-    def __missing__(self, key):
-        value = self._compute(key)
-        if len(key) <= self._max_key_length:
-            if len(self) >= self._max_entries:
-                self.clear()
-            self[key] = value
-        return value
-
-
 class Tokenizer:
     """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
 
@@ -166,7 +147,7 @@ class Tokenizer:
         merges: list[tuple[bytes, bytes]],
         special_tokens: list[str] | None = None,
         *,
-        cache_size: int = 1 << 18,
+        cache_size: int = 1 << 18,  # entries per cache generation (see EncodeCache)
     ):
         self.special_tokens = validate_special_tokens(special_tokens)
         self.vocab = _checked_vocab(vocab)
@@ -189,8 +170,7 @@ class Tokenizer:
         self._decoder: list[bytes | None] = [None] * next_id
         for token_id, token in self.vocab.items():
             self._decoder[token_id] = token
-        # text -> ids for chunks and for pre-tokens (a pre-token is a chunk of one pre-token).
-        self._cache = _Cache(self._encode_chunk, cache_size)
+        self._cache = EncodeCache(self._table, cache_size)
 
     @classmethod
     def from_files(
@@ -210,12 +190,6 @@ class Tokenizer:
     def save(self, vocab_filepath: str | os.PathLike, merges_filepath: str | os.PathLike) -> None:
         """Write `vocab.json` and `merges.txt` in the GPT-2 format, each atomically."""
         gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
-
-    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
-        pieces = pretokenize_chunk(chunk)
-        if len(pieces) == 1:
-            return tuple(bpe(chunk.encode("utf-8"), self._table))
-        return tuple(chain.from_iterable(map(self._cache.__getitem__, pieces)))
 
     def _encode_ordinary(self, text: str, out: list[int]) -> None:
         out.extend(chain.from_iterable(map(self._cache.__getitem__, chunks(text))))

@@ -11,7 +11,9 @@ is the next occurrence of the same pair.
 """
 
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
+
+from cs336_basics.pretokenize import pretokenize_chunk
 
 _NO_RANK = 1 << 62
 
@@ -64,11 +66,11 @@ def build_merge_table(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
 _SHORT = 64
 
 
-def bpe(piece: bytes, table: MergeTable) -> list[int]:
+def bpe(piece: bytes, table: MergeTable) -> tuple[int, ...]:
     """The token ids of one pre-token: merge the leftmost lowest-ranked pair until none is left."""
     word = piece.decode("latin-1").translate(table.byte_chars)
     if len(word) < 2:
-        return list(map(ord, word))
+        return tuple(map(ord, word))
     rank_of = table.pair_rank.get
     merged = table.merged
     if len(word) > _SHORT:
@@ -78,7 +80,7 @@ def bpe(piece: bytes, table: MergeTable) -> list[int]:
                 break
             pair, new = merged[rank]
             word = word.replace(pair, new)
-        return list(map(ord, word))
+        return tuple(map(ord, word))
 
     tokens = list(word)
     ranks = list(map(rank_of, map(str.__add__, word, word[1:]), repeat(_NO_RANK)))
@@ -95,4 +97,41 @@ def bpe(piece: bytes, table: MergeTable) -> list[int]:
             ranks[i] = rank_of(new + tokens[i + 1], _NO_RANK)
         if i:
             ranks[i - 1] = rank_of(tokens[i - 1] + new, _NO_RANK)
-    return list(map(ord, tokens))
+    return tuple(map(ord, tokens))
+
+
+class EncodeCache(dict):
+    """Chunk or pre-token -> token ids; a missing entry is computed, then kept.
+
+    A chunk (see `pretokenize.chunks`) of one pre-token goes straight to `bpe`; a longer one is
+    cut into pre-tokens, each looked up here too (a pre-token alone is a chunk of one pre-token).
+    Memory stays bounded: when `max_entries` are held, they become the *old* generation and a new
+    one starts; an entry found in the old generation moves to the new one, so what text uses
+    often survives, and what it stopped using is dropped a generation later. Keys longer than
+    `max_key_length` are not kept.
+    """
+
+    def __init__(self, table: MergeTable, max_entries: int, max_key_length: int = 64):
+        super().__init__()
+        self._table = table
+        self._old: dict[str, tuple[int, ...]] = {}
+        self._max_entries = max_entries
+        self._max_key_length = max_key_length
+
+    def __missing__(self, chunk: str) -> tuple[int, ...]:
+        ids = self._old.get(chunk)
+        if ids is None:
+            if (chunk[1:] if chunk[0] == " " else chunk).isalpha():  # one pre-token: ` ?\p{L}+`
+                ids = bpe(chunk.encode("utf-8"), self._table)
+            else:
+                pieces = pretokenize_chunk(chunk)
+                if len(pieces) == 1:
+                    ids = bpe(chunk.encode("utf-8"), self._table)
+                else:
+                    ids = tuple(chain.from_iterable(map(self.__getitem__, pieces)))
+        if len(chunk) <= self._max_key_length:
+            if len(self) >= self._max_entries:
+                self._old = dict(self)
+                self.clear()
+            self[chunk] = ids
+        return ids
