@@ -45,6 +45,18 @@ def text_to_token(text: str) -> bytes | None:
         return None
 
 
+def temp_file_beside(path: Path) -> tuple[int, str]:
+    """Create a hidden temporary file in `path`'s folder, with the permissions a new file would get.
+
+    Returns (file descriptor, temporary path). Renaming it onto `path` replaces `path` atomically.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600 files
+    return fd, tmp
+
+
 def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
     """Write each text as UTF-8 to its path: all to temporary files in the same folders first, then
     renamed into place one after another, so an interruption never leaves a partly written file."""
@@ -52,7 +64,7 @@ def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
     try:
         for path, text in files.items():
             path = Path(path)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            fd, tmp = temp_file_beside(path)
             written.append((tmp, path))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)

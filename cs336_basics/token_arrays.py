@@ -8,13 +8,13 @@ output. The `.npy` header is written last and the file renamed into place, so th
 
 import multiprocessing
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from cs336_basics import corpus
+from cs336_basics.gpt2_files import temp_file_beside
 
 _HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
 
@@ -86,7 +86,7 @@ def encode_files(
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     specials = [s.encode("utf-8") for s in tokenizer.special_tokens]
     output_path = Path(output_path)
-    fd, tmp = tempfile.mkstemp(dir=output_path.parent, prefix=f".{output_path.name}.", suffix=".tmp")
+    fd, tmp = temp_file_beside(output_path)
     count = 0
     done = 0
     try:
