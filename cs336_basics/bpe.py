@@ -70,6 +70,12 @@ def train_bpe(
     receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes` and `num_workers`.
     """
     special_tokens = validate_special_tokens(special_tokens)
+    for token in special_tokens:
+        if len(token.encode("utf-8")) == 1:
+            raise ValueError(
+                f"special token {token!r} is a single byte, which is already token {ord(token)}; "
+                "special tokens for training need at least two bytes"
+            )
     check_vocab_size(vocab_size, special_tokens)
     if num_workers is not None and (type(num_workers) is not int or num_workers < 1):
         raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
@@ -151,7 +157,7 @@ class Tokenizer:
     ):
         self.special_tokens = validate_special_tokens(special_tokens)
         self.vocab = _checked_vocab(vocab)
-        self.merges = [(bytes(a), bytes(b)) for a, b in merges]
+        self.merges = _checked_merges(merges)
         ids = {token: token_id for token_id, token in self.vocab.items()}
         next_id = max(self.vocab, default=-1) + 1
         for token in self.special_tokens:
@@ -221,36 +227,43 @@ class Tokenizer:
         special token, so the ids are exactly those of `encode` on the joined text.
         """
         buffer = ""
+        searched = 0  # where the next search for a cut starts: before it, none was found
         for piece in iterable:
             buffer += piece
-            if len(buffer) < 4096:
+            if len(buffer) - searched < 4096:
                 continue
-            cut = self._last_safe_cut(buffer)
+            cut, searched = self._last_safe_cut(buffer, searched)
             if cut > 0:
                 yield from self.encode(buffer[:cut])
                 buffer = buffer[cut:]
+                searched = 0
         if buffer:
             yield from self.encode(buffer)
 
-    def _last_safe_cut(self, text: str) -> int:
-        """The last offset where `text` can be cut whatever follows it, or 0.
+    def _last_safe_cut(self, text: str, start: int) -> tuple[int, int]:
+        """The last offset after `start` where `text` can be cut whatever follows it (0 if none
+        is found), and where the next search may start.
 
-        That is the start of a whitespace run after a non-whitespace character, or of a special
+        A cut is the start of a whitespace run after a non-whitespace character, or of a special
         token, with no special token spanning it, and far enough from the end that no special token
-        could start before it and end after the text.
+        could start before it and end after the text. Only a few candidates are tried, so text
+        that offers none (all whitespace, or overlapping special tokens) costs linear time.
         """
         limit = len(text) - max(self._max_special_len, 1)
-        while limit > 0:
-            m = _LAST_WS_BOUNDARY.match(text, 0, limit + 1)
-            cut = m.end() if m else 0
+        next_start = max(limit, start)
+        for _ in range(16):
+            if limit <= start:
+                break
+            m = _LAST_WS_BOUNDARY.match(text, start, limit + 1)
+            cut = m.end() if m else -1
             for token in self.special_tokens:
-                cut = max(cut, text.rfind(token, 0, limit + len(token)))
-            if cut <= 0:
-                return 0
+                cut = max(cut, text.rfind(token, start, limit + len(token)))
+            if cut < max(start, 1):
+                break
             if not self._spanned_by_special(text, cut):
-                return cut
+                return cut, next_start
             limit = cut - 1
-        return 0
+        return 0, next_start
 
     def _spanned_by_special(self, text: str, pos: int) -> bool:
         for token in self.special_tokens:
@@ -313,14 +326,27 @@ class Tokenizer:
 _LAST_WS_BOUNDARY = re.compile(f"(?s:.*)[^{WHITESPACE}](?=[{WHITESPACE}])")
 
 
+def _checked_merges(merges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    checked = []
+    for n, merge in enumerate(merges, start=1):
+        if (
+            not isinstance(merge, (tuple, list))
+            or len(merge) != 2
+            or not all(isinstance(part, (bytes, bytearray)) for part in merge)
+        ):
+            raise ValueError(f"merge {n} is {merge!r}; each merge must be a pair of bytes")
+        checked.append((bytes(merge[0]), bytes(merge[1])))
+    return checked
+
+
 def _checked_vocab(vocab: dict[int, bytes]) -> dict[int, bytes]:
     if not isinstance(vocab, dict):
         raise ValueError(f"vocab must be a dict from id to bytes, got {type(vocab).__name__}")
     checked: dict[int, bytes] = {}
     seen: dict[bytes, int] = {}
     for token_id, token in vocab.items():
-        if type(token_id) is not int or token_id < 0:
-            raise ValueError(f"vocab ids must be non-negative ints, got {token_id!r}")
+        if type(token_id) is not int or not 0 <= token_id <= gpt2_files.MAX_TOKEN_ID:
+            raise ValueError(f"vocab ids must be ints from 0 to {gpt2_files.MAX_TOKEN_ID}, got {token_id!r}")
         if not isinstance(token, (bytes, bytearray)):
             raise ValueError(f"vocab id {token_id} maps to {token!r}; tokens must be bytes")
         token = bytes(token)

@@ -19,6 +19,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from cs336_basics import corpus
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 
 DEFAULT_SPECIAL = "<|endoftext|>"
@@ -26,6 +27,41 @@ DEFAULT_SPECIAL = "<|endoftext|>"
 
 class CommandError(Exception):
     """A problem with the command's input, reported as one line."""
+
+
+class UsageError(Exception):
+    """Words on the command line that do not parse (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(f"bpe: {message} (see {self.prog} --help)")
+
+
+# Output files of the running command and how they were before it, to tell what an interrupt left.
+_outputs: dict[Path, tuple[int, int] | None] = {}
+
+
+def _watch_outputs(*paths: Path) -> None:
+    for path in paths:
+        try:
+            st = path.stat()
+            _outputs[path] = (st.st_ino, st.st_mtime_ns)
+        except OSError:
+            _outputs[path] = None
+
+
+def _changed_outputs() -> list[Path]:
+    changed = []
+    for path, before in _outputs.items():
+        try:
+            st = path.stat()
+            now = (st.st_ino, st.st_mtime_ns)
+        except OSError:
+            now = None
+        if now != before:
+            changed.append(path)
+    return changed
 
 
 def bundled_corpus() -> Path:
@@ -90,6 +126,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     input_path = _readable_file(Path(args.input)) if args.input else bundled_corpus()
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     out = _writable_dir(Path(args.out))
+    _watch_outputs(out / "vocab.json", out / "merges.txt")
     stats: dict = {}
     started = time.perf_counter()
     vocab, merges = train_bpe(
@@ -132,7 +169,10 @@ def cmd_encode(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.tokenizer, args.special_token)
     inputs = [_readable_file(Path(p)) for p in args.inputs]
     out = Path(args.out)
-    _writable_dir(out.parent if str(out.parent) else Path("."))
+    _writable_dir(out.parent)
+    if out.is_dir():
+        raise CommandError(f"--out {out} is a folder; name the .npy file to write")
+    _watch_outputs(out)
     total_bytes = sum(p.stat().st_size for p in inputs)
     workers = args.workers or default_num_workers(total_bytes)
     started = time.perf_counter()
@@ -155,8 +195,10 @@ def cmd_decode(args: argparse.Namespace) -> None:
     path = _readable_file(Path(args.array))
     try:
         ids = np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as e:
-        raise CommandError(f"{path} is not a NumPy token array: {e}") from None
+    except (ValueError, EOFError, OSError) as e:
+        raise CommandError(f"{path} is not a NumPy token array: {e or 'empty file'}") from None
+    if not isinstance(ids, np.ndarray):
+        raise CommandError(f"{path} is not a NumPy token array (an .npz archive?)")
     if ids.ndim != 1 or ids.dtype.kind not in "ui":
         raise CommandError(f"{path} holds a {ids.dtype} array of shape {ids.shape}; expected 1-D integer ids")
     import codecs
@@ -203,8 +245,9 @@ def cmd_stats(args: argparse.Namespace) -> None:
     path = _readable_file(Path(args.input))
     kinds: Counter[str] = Counter()
     total_bytes = path.stat().st_size
-    with open(path, encoding="utf-8", newline="") as f:
-        for token_id in tokenizer.encode_iterable(f):
+    specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
+    for _, text in corpus.iter_blocks(path, 0, total_bytes, specials, 1 << 22):
+        for token_id in tokenizer.encode(text):
             kinds[classify_token(tokenizer.vocab[token_id])] += 1
     n = sum(kinds.values())
     print(f"{path}: {total_bytes:,} bytes, {n:,} tokens, {total_bytes / max(n, 1):.2f} bytes per token")
@@ -222,7 +265,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bpe", description="Byte-level BPE: train, encode, decode, inspect.")
+    parser = _Parser(prog="bpe", description="Byte-level BPE: train, encode, decode, inspect.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def specials(p):
@@ -271,11 +314,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    _outputs.clear()
     try:
+        args = build_parser().parse_args(argv)
         args.run(args)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("bpe: interrupted; no output was written", file=sys.stderr)
+        written = _changed_outputs()
+        if written:
+            print(f"bpe: interrupted after the output was complete: {', '.join(map(str, written))}", file=sys.stderr)
+        else:
+            print("bpe: interrupted; no output was written", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

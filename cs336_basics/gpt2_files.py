@@ -5,8 +5,10 @@ not, has a printable spelling; special tokens are written as their own text. Fil
 temporary file in the same folder and renamed into place, so a crash never leaves half a file.
 """
 
+import hashlib
 import json
 import os
+import signal
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,7 +61,11 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
 
 def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
     """Write each text as UTF-8 to its path: all to temporary files in the same folders first, then
-    renamed into place one after another, so an interruption never leaves a partly written file."""
+    renamed into place one after another, so an interruption never leaves a partly written file.
+
+    SIGINT and SIGTERM wait until all are renamed. Only SIGKILL or a crash between two renames can
+    leave new and old files side by side; `save_vocab_and_merges` makes that detectable.
+    """
     written: list[tuple[str, Path]] = []
     try:
         for path, text in files.items():
@@ -70,11 +76,22 @@ def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
-        for tmp, path in written:
-            os.replace(tmp, path)
+        # Ctrl-C or SIGTERM between the renames would leave a new file beside an old one: defer them.
+        blocked = {signal.SIGINT, signal.SIGTERM}
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked) if hasattr(signal, "pthread_sigmask") else None
+        try:
+            for tmp, path in written:
+                os.replace(tmp, path)
+        finally:
+            if previous is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     finally:
         for tmp, _ in written:
             Path(tmp).unlink(missing_ok=True)
+
+
+_VOCAB_SHA256 = "vocab-sha256="
+MAX_TOKEN_ID = 0x10FFFF  # ids are held as characters chr(id) while encoding and training
 
 
 def save_vocab_and_merges(
@@ -95,10 +112,11 @@ def save_vocab_and_merges(
         spelled[specials.get(token) or token_to_text(token)] = token_id
     if len(spelled) != len(vocab):
         raise ValueError("vocabulary holds two ids with the same bytes; it cannot be written as vocab.json")
-    lines = ["#version: 0.2"] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
-    atomic_write_texts(
-        {vocab_path: json.dumps(spelled, ensure_ascii=False, indent=0) + "\n", merges_path: "\n".join(lines) + "\n"}
-    )
+    vocab_text = json.dumps(spelled, ensure_ascii=False, indent=0) + "\n"
+    # The version line also names the vocab.json it belongs to; other readers skip the whole line.
+    header = f"#version: 0.2 {_VOCAB_SHA256}{hashlib.sha256(vocab_text.encode('utf-8')).hexdigest()}"
+    lines = [header] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
+    atomic_write_texts({vocab_path: vocab_text, merges_path: "\n".join(lines) + "\n"})
 
 
 def load_vocab_and_merges(
@@ -115,8 +133,16 @@ def load_vocab_and_merges(
     """
     specials = set(special_tokens)
     raw = Path(vocab_path).read_bytes()
+
+    def no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) != len(keys):
+            repeated = next(key for key in keys if keys.count(key) > 1)
+            raise ValueError(f"{vocab_path}: key {repeated!r} appears more than once")
+        return dict(pairs)
+
     try:
-        data = json.loads(raw.decode("utf-8-sig"))
+        data = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=no_repeated_keys)
     except UnicodeDecodeError as e:
         raise ValueError(f"{vocab_path}: not UTF-8 at byte {e.start}") from None
     except json.JSONDecodeError as e:
@@ -127,8 +153,10 @@ def load_vocab_and_merges(
     vocab: dict[int, bytes] = {}
     seen: dict[bytes, str] = {}
     for key, token_id in data.items():
-        if type(token_id) is not int or token_id < 0:
-            raise ValueError(f"{vocab_path}: key {key!r} has id {token_id!r}; ids must be non-negative integers")
+        if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
+            raise ValueError(
+                f"{vocab_path}: key {key!r} has id {token_id!r}; ids must be integers from 0 to {MAX_TOKEN_ID}"
+            )
         token = None if key in specials else text_to_token(key)
         if token is None:
             token = key.encode("utf-8")
@@ -145,6 +173,13 @@ def load_vocab_and_merges(
         lines = text.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as e:
         raise ValueError(f"{merges_path}: not UTF-8 at byte {e.start}") from None
+    if lines and lines[0].startswith("#version") and _VOCAB_SHA256 in lines[0]:
+        expected = lines[0].split(_VOCAB_SHA256, 1)[1].split()[0]
+        if hashlib.sha256(raw).hexdigest() != expected:
+            raise ValueError(
+                f"{merges_path} was written with another vocab.json than {vocab_path} "
+                "(an interrupted save?); write both again"
+            )
     for number, line in enumerate(lines, start=1):
         if not line.strip() or (number == 1 and line.startswith("#version")):
             continue

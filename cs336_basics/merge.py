@@ -148,10 +148,11 @@ class _Shard:
         words, counts, where = self.words, self.counts, self.where
         change: dict[str, int] = defaultdict(int)
         gained_where: dict[str, list[int]] = defaultdict(list)
-        for i in where.pop(pair, ()):
+        # dict.fromkeys drops repeats, which a word holding the pair many times would bring.
+        for i in dict.fromkeys(where.pop(pair, ())):
             word = words[i]
             pos = word.find(pair)
-            if pos < 0:  # a stale index entry, or a duplicate already handled
+            if pos < 0:  # a stale index entry
                 continue
             n = counts[i]
             end = pos + 2

@@ -27,6 +27,9 @@ _ASCII_RE = re.compile(rf"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{_A}A-
 
 def validate_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     """Return the special tokens as a list, raising ValueError for an empty, duplicated or non-str one."""
+    if isinstance(special_tokens, (str, bytes)):
+        raise ValueError(f"special_tokens must be a list of str, not one {type(special_tokens).__name__}: "
+                         f"write [{special_tokens!r}]")
     tokens = list(special_tokens or [])
     for token in tokens:
         if not isinstance(token, str):

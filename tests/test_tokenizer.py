@@ -57,7 +57,9 @@ RICH = st.lists(
         list("abcxyzABC '’-.,!?0123456789\t\n\r éüßçЖж中文日本😀👩‍💻🇩")
         + ["\u00a0", "\u3000", "\u2028", "\x1c", "\x00", "\U0010ffff", "\u0301", "'s", "'ll", " the", EOT]
     )
-    | st.characters(exclude_categories=["Cs"]),
+    # Not "Cn": characters unassigned in this Python's Unicode may be letters to `regex` but not to
+    # tiktoken, whose tables are older; there the two specifications disagree.
+    | st.characters(exclude_categories=["Cs", "Cn"]),
     max_size=60,
 ).map("".join)
 
