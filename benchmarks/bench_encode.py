@@ -2,7 +2,7 @@
 
 Run it with:
 
-    uv run python benchmarks/bench_encode.py CORPUS [--runs 5] [--max-mb N]
+    uv run python benchmarks/bench_encode.py CORPUS [--runs 5] [--max-mb N] [--file-workers 1,2]
 
     e.g. uv run python benchmarks/bench_encode.py /tmp/bench/corpus32.txt --runs 5
 
@@ -16,6 +16,9 @@ Our Tokenizer keeps a cache of encoded chunks between calls, so the first run of
 Tokenizer (cold cache) is reported apart from the median of the later runs (warm cache); and every
 run also encodes with a freshly built Tokenizer (its building is not timed), reported as "cold".
 
+With --file-workers 1,2 each run also times `Tokenizer.encode_file` (a fresh Tokenizer, the whole
+corpus into a temporary .npy) with that many worker processes, and checks its array too.
+
 Prints the median throughput (MB/s, MB = 10^6 bytes of UTF-8) of each, the ratios ours/tiktoken,
 and whether all our id lists equal tiktoken's. If they differ it prints the first differing
 position with the text around it and the ids of both, and exits with status 1.
@@ -26,10 +29,12 @@ import importlib.util
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import tiktoken
 import tiktoken.load
 
@@ -108,7 +113,9 @@ def main() -> None:
     parser.add_argument("corpus", help="UTF-8 text file")
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each encoder")
     parser.add_argument("--max-mb", type=float, default=None, help="use only the first N MiB of characters")
+    parser.add_argument("--file-workers", default="", help="also time encode_file with these worker counts, e.g. 1,2")
     args = parser.parse_args()
+    file_workers = [int(w) for w in args.file_workers.split(",") if w]
 
     text = read_text(args.corpus, args.max_mb)
     num_bytes = len(text.encode("utf-8"))
@@ -116,6 +123,13 @@ def main() -> None:
     theirs = load_tiktoken()
     print(f"corpus {args.corpus}: {num_bytes / 1e6:.1f} MB, {len(text)} characters, {args.runs} runs\n")
 
+    scratch = tempfile.TemporaryDirectory()
+    corpus_path = Path(args.corpus)
+    if args.max_mb:  # encode_file reads a file: give it the same text
+        corpus_path = Path(scratch.name) / "corpus.txt"
+        corpus_path.write_text(text, encoding="utf-8", newline="")
+    file_seconds: dict[int, list[float]] = {w: [] for w in file_workers}
+    file_ids: dict[int, list[int]] = {}
     ours_seconds, fresh_seconds, tiktoken_seconds = [], [], []
     reference: list[int] | None = None  # tiktoken's ids
     mismatch: tuple[int, list[int]] | None = None  # first differing position and our ids there
@@ -127,15 +141,24 @@ def main() -> None:
         fresh = load_ours()
         seconds, fresh_ids = timed(fresh.encode, text)
         fresh_seconds.append(seconds)
+        for workers in file_workers:
+            fresh = load_ours()
+            out = Path(scratch.name) / "ids.npy"
+            start = time.perf_counter()
+            fresh.encode_file(corpus_path, out, num_workers=workers)
+            file_seconds[workers].append(time.perf_counter() - start)
+            file_ids[workers] = np.load(out).tolist()
+        files = "".join(f", encode_file x{w} {s[-1]:.3f} s" for w, s in file_seconds.items())
         print(f"run {run}/{args.runs}: ours {ours_seconds[-1]:.3f} s, tiktoken {tiktoken_seconds[-1]:.3f} s, "
-              f"ours fresh {fresh_seconds[-1]:.3f} s", flush=True)
+              f"ours fresh {fresh_seconds[-1]:.3f} s{files}", flush=True)
 
         reference = reference or tiktoken_ids
-        for ids in (ours_ids, fresh_ids):
+        for ids in (ours_ids, fresh_ids, *file_ids.values()):
             position = first_difference(ids, reference)
             if position is not None and mismatch is None:
                 mismatch = (position, ids)
         del ours_ids, tiktoken_ids, fresh_ids, fresh
+        file_ids.clear()
 
     tiktoken_rate = num_bytes / 1e6 / statistics.median(tiktoken_seconds)
     print(f"\n{'encoder':<38} {'MB/s':>10} {'runs':>5} {'ours/tiktoken':>14}")
@@ -143,6 +166,7 @@ def main() -> None:
         ("ours, first run of one Tokenizer", ours_seconds[:1]),
         ("ours, later runs (warm cache)", ours_seconds[1:]),
         ("ours, fresh Tokenizer each run (cold)", fresh_seconds),
+        *((f"ours, encode_file, {w} worker(s), cold", seconds) for w, seconds in file_seconds.items()),
         ("tiktoken (1 thread)", tiktoken_seconds),
     ]
     for label, seconds in rows:
