@@ -7,13 +7,15 @@
 
 The steps live in their own modules: `corpus` (reading and cutting files, parallel counting),
 `pretokenize` (special tokens and the GPT-2 pattern), `merge` (the training loop), `encoding` (BPE on
-one pre-token) and `gpt2_files` (the vocab.json / merges.txt format).
+one pre-token, and its cache), `token_arrays` (files to .npy) and `gpt2_files` (the vocab.json /
+merges.txt format).
 """
 
+import contextlib
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 
 from cs336_basics import corpus, gpt2_files
@@ -64,10 +66,10 @@ def train_bpe(
     `(left_bytes, right_bytes)`.
 
     Options: `num_workers` processes count pre-tokens and share the merge loop (default: all cores,
-    one for small files);
-    `piece_size` is the most bytes one worker task reads (tests use tiny ones); `progress` shows
-    progress bars on stderr. The result does not depend on either number. A `stats` dict, if given,
-    receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes` and `num_workers`.
+    one for small files); `piece_size` is the most bytes one worker task reads (tests use tiny
+    ones). The result depends on neither. `progress` shows progress bars on stderr. A `stats` dict,
+    if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes` and
+    `num_workers`.
     """
     special_tokens = validate_special_tokens(special_tokens)
     for token in special_tokens:
@@ -120,17 +122,10 @@ def train_bpe(
     return vocab, merges
 
 
-class _NoBar:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _progress_bar(enabled: bool, **kwargs):
+    """A tqdm bar, or a context giving None when progress is off (the library is quiet by default)."""
     if not enabled:
-        return _NoBar()
+        return contextlib.nullcontext()
     from tqdm import tqdm
 
     return tqdm(**kwargs)
@@ -194,7 +189,8 @@ class Tokenizer:
             raise ValueError(f"{vocab_filepath}, {merges_filepath}: {e}") from None
 
     def save(self, vocab_filepath: str | os.PathLike, merges_filepath: str | os.PathLike) -> None:
-        """Write `vocab.json` and `merges.txt` in the GPT-2 format, each atomically."""
+        """Write `vocab.json` and `merges.txt` in the GPT-2 format; an interrupted save leaves the old
+        files, or new files that `from_files` refuses as a mismatched pair (see `gpt2_files`)."""
         gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
 
     def _encode_ordinary(self, text: str, out: list[int]) -> None:
@@ -280,7 +276,7 @@ class Tokenizer:
         num_workers: int | None = None,
         piece_size: int = 1 << 22,
         dtype: str | None = None,
-        on_progress=None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> int:
         """Encode text files, in order, into one NumPy array file (`np.load(path, mmap_mode="r")`).
 
