@@ -108,8 +108,12 @@ def _peak_rss_mb() -> tuple[float, float]:
     return own, child
 
 
-def _printable(token: bytes) -> str:
-    return repr(token.decode("utf-8", errors="backslashreplace"))
+def _printable(token: bytes, width: int = 24) -> str:
+    """A token for a summary line: its text (bytes that are not UTF-8 as \\xNN), shortened."""
+    text = token.decode("utf-8", errors="backslashreplace").replace("\n", "\\n").replace("\t", "\\t")
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return f"'{text}' ({len(token)} B)"
 
 
 def _last_megabyte(path: Path) -> str:
