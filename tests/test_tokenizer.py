@@ -324,3 +324,13 @@ def test_merges_out_of_learning_order_are_refused():
     vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"abc"}
     with pytest.raises(ValueError, match=r"merge 1 .* uses b'ab' before any earlier merge makes it"):
         Tokenizer(vocab, [(b"ab", b"c"), (b"a", b"b")])
+
+
+def test_merges_from_another_save_are_refused(tmp_path, trained):
+    vocab, merges, specials = trained
+    get_tokenizer(vocab, merges, specials).save(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    smaller = get_tokenizer({i: t for i, t in vocab.items() if i < 356}, merges[:100], specials)
+    smaller.save(tmp_path / "vocab2.json", tmp_path / "merges2.txt")
+    (tmp_path / "merges.txt").write_bytes((tmp_path / "merges2.txt").read_bytes())  # a half-finished save
+    with pytest.raises(ValueError, match="merges.txt was written with another vocab.json"):
+        Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", specials)
