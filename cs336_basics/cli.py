@@ -12,7 +12,6 @@ partly written output.
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -102,6 +101,10 @@ def _readable_file(path: Path) -> Path:
 
 def _peak_rss_mb() -> tuple[float, float]:
     """Peak resident memory of this process and of its largest finished child, in MB (Linux: KiB units)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0, 0.0
     scale = 1 / 1024 if sys.platform != "darwin" else 1 / 1024 / 1024
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
     child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale

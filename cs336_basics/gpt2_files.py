@@ -55,7 +55,8 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600 files
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600 files
     return fd, tmp
 
 
