@@ -21,7 +21,7 @@ from itertools import chain
 from cs336_basics import corpus, gpt2_files
 from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table
 from cs336_basics.merge import train_merges
-from cs336_basics.pretokenize import WHITESPACE, chunks, validate_special_tokens
+from cs336_basics.pretokenize import WHITESPACE, chunks, special_token_regex, validate_special_tokens
 
 # Below these sizes one process is faster than starting workers.
 _PARALLEL_MIN_BYTES = 4 << 20
@@ -165,8 +165,7 @@ class Tokenizer:
         # Everything below is derived from the three fields above, here and nowhere else.
         self._table: MergeTable = build_merge_table(self.vocab, self.merges)
         self._special_ids = {token: ids[token.encode("utf-8")] for token in self.special_tokens}
-        by_length = sorted(self.special_tokens, key=len, reverse=True)
-        self._special_re = re.compile("(" + "|".join(map(re.escape, by_length)) + ")") if by_length else None
+        self._special_re = special_token_regex(self.special_tokens, keep=True)
         self._max_special_len = max(map(len, self.special_tokens), default=0)
         self._decoder: list[bytes | None] = [None] * next_id
         for token_id, token in self.vocab.items():

@@ -42,12 +42,16 @@ def validate_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     return tokens
 
 
-def special_token_regex(special_tokens: Iterable[str]) -> re.Pattern[str] | None:
-    """A pattern matching any special token literally, longest first; None when there are none."""
+def special_token_regex(special_tokens: Iterable[str], *, keep: bool = False) -> re.Pattern[str] | None:
+    """A pattern matching any special token literally, longest first; None when there are none.
+
+    With `keep`, the pattern is a group, so `split` returns the tokens between the documents.
+    """
     tokens = sorted(set(special_tokens), key=len, reverse=True)
     if not tokens:
         return None
-    return re.compile("|".join(map(re.escape, tokens)))
+    alternatives = "|".join(map(re.escape, tokens))
+    return re.compile(f"({alternatives})" if keep else alternatives)
 
 
 def split_on_special_tokens(text: str, special_re: re.Pattern[str] | None) -> list[str]:
