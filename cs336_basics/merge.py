@@ -55,8 +55,10 @@ def train_merges(
     num_shards = max(1, min(num_shards, len(words)))
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
-    remotes = [_RemoteShard(words[k::num_shards], counts[k::num_shards]) for k in range(1, num_shards)]
+    remotes: list[_RemoteShard] = []
     try:
+        for k in range(1, num_shards):
+            remotes.append(_RemoteShard(words[k::num_shards], counts[k::num_shards]))
         local = _Shard(words[::num_shards], counts[::num_shards])
         del words, counts
         pair_counts = local.count_pairs()
