@@ -151,7 +151,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct)")
     print(f"  merging              {stats['merge_seconds']:8.2f} s   ({len(merges):,} merges)")
     print(f"  total                {total:8.2f} s")
-    print(f"  peak memory          {own:8.0f} MB in this process, {child:.0f} MB in the largest worker")
+    workers = f", {child:.0f} MB in the largest worker" if child else ""
+    print(f"  peak memory          {own:8.0f} MB in this process{workers}")
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
         print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (last MB of input)")
