@@ -108,6 +108,11 @@ def iter_blocks(path, start: int, end: int, specials: list[bytes], block_size: i
             pos = cut
 
 
+def process_context():
+    """The multiprocessing context for workers: fork where there is one (cheap, shares memory), else spawn."""
+    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+
+
 # --- counting, in this process or in workers -------------------------------------------------------
 
 _progress = None  # a shared counter of bytes read, set in each worker
@@ -167,7 +172,7 @@ def count_pretokens(
                 on_progress(done)
         return total
 
-    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    ctx = process_context()
     progress = ctx.Value("q", 0)
     total = {}
     with ctx.Pool(min(num_workers, len(pieces)), initializer=_init_worker, initargs=(progress,)) as pool:

@@ -121,14 +121,11 @@ class EncodeCache(dict):
     def __missing__(self, chunk: str) -> tuple[int, ...]:
         ids = self._old.get(chunk)
         if ids is None:
-            if (chunk[1:] if chunk[0] == " " else chunk).isalpha():  # one pre-token: ` ?\p{L}+`
+            pieces = pretokenize_chunk(chunk)
+            if len(pieces) == 1:
                 ids = bpe(chunk.encode("utf-8"), self._table)
             else:
-                pieces = pretokenize_chunk(chunk)
-                if len(pieces) == 1:
-                    ids = bpe(chunk.encode("utf-8"), self._table)
-                else:
-                    ids = tuple(chain.from_iterable(map(self.__getitem__, pieces)))
+                ids = tuple(chain.from_iterable(map(self.__getitem__, pieces)))
         if len(chunk) <= self._max_key_length:
             if len(self) >= self._max_entries:
                 self._old = dict(self)

@@ -16,9 +16,10 @@ How it stays fast in pure Python:
 
 import gc
 import heapq
-import multiprocessing
 from collections import defaultdict
 from collections.abc import Callable
+
+from cs336_basics.corpus import process_context
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -218,8 +219,7 @@ class _RemoteShard:
     """A shard in a child process, driven through a pipe."""
 
     def __init__(self, words: list[str], counts: list[int]):
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        ctx = process_context()
         self.conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(target=_serve_shard, args=(child_conn, words, counts), daemon=True)
         self.process.start()

@@ -6,7 +6,6 @@ output. The `.npy` header is written last and the file renamed into place, so th
 `encode` of each whole file, in order, and an interrupted run leaves no output behind.
 """
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -97,8 +96,7 @@ def encode_files(
                 results = (_encode_piece(tokenizer, *a) for a in args)
                 pool = None
             else:
-                ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-                pool = ctx.Pool(
+                pool = corpus.process_context().Pool(
                     num_workers,
                     initializer=_init_worker,
                     initargs=(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens),
