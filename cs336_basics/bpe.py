@@ -13,15 +13,14 @@ merges.txt format).
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 
-from cs336_basics import corpus, gpt2_files
+from cs336_basics import corpus, gpt2_files, patterns
 from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table
 from cs336_basics.merge import train_merges
-from cs336_basics.pretokenize import WHITESPACE, chunks, special_token_regex, validate_special_tokens
+from cs336_basics.pretokenize import special_token_regex, validate_special_tokens
 
 # Below these sizes one process is faster than starting workers.
 _PARALLEL_MIN_BYTES = 4 << 20
@@ -148,8 +147,11 @@ class Tokenizer:
         merges: list[tuple[bytes, bytes]],
         special_tokens: list[str] | None = None,
         *,
+        pattern: str = "gpt2",
         cache_size: int = 1 << 18,  # entries per cache generation (see EncodeCache)
     ):
+        self._pretokenizer = patterns.get(pattern)
+        self.pattern: str = self._pretokenizer.name  # canonical: "gpt2", "cl100k", "o200k", "none" or the regex
         self.special_tokens = validate_special_tokens(special_tokens)
         self.vocab = _checked_vocab(vocab)
         self.merges = _checked_merges(merges)
@@ -170,7 +172,11 @@ class Tokenizer:
         self._decoder: list[bytes | None] = [None] * next_id
         for token_id, token in self.vocab.items():
             self._decoder[token_id] = token
-        self._cache = EncodeCache(self._table, cache_size)
+        pretokenizer = self._pretokenizer
+        self._cache = EncodeCache(
+            self._table, cache_size, split=pretokenizer.chunk_pretokens if pretokenizer.boundary else None
+        )
+        self._split = pretokenizer.chunks if pretokenizer.boundary else pretokenizer.pretokens
 
     @classmethod
     def from_files(
@@ -178,12 +184,15 @@ class Tokenizer:
         vocab_filepath: str | os.PathLike,
         merges_filepath: str | os.PathLike,
         special_tokens: list[str] | None = None,
+        *,
+        pattern: str = "gpt2",
     ) -> "Tokenizer":
-        """Load a GPT-2 format `vocab.json` and `merges.txt` (see `gpt2_files`)."""
+        """Load a GPT-2 format `vocab.json` and `merges.txt` (see `gpt2_files`), to pre-tokenize with `pattern`."""
         special_tokens = validate_special_tokens(special_tokens)
+        patterns.canonical(pattern)  # a bad pattern fails before the files are read
         vocab, merges = gpt2_files.load_vocab_and_merges(vocab_filepath, merges_filepath, special_tokens)
         try:
-            return cls(vocab, merges, special_tokens)
+            return cls(vocab, merges, special_tokens, pattern=pattern)
         except ValueError as e:
             raise ValueError(f"{vocab_filepath}, {merges_filepath}: {e}") from None
 
@@ -193,7 +202,7 @@ class Tokenizer:
         gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
 
     def _encode_ordinary(self, text: str, out: list[int]) -> None:
-        out.extend(chain.from_iterable(map(self._cache.__getitem__, chunks(text))))
+        out.extend(chain.from_iterable(map(self._cache.__getitem__, self._split(text))))
 
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids.
@@ -239,17 +248,19 @@ class Tokenizer:
         """The last offset after `start` where `text` can be cut whatever follows it (0 if none
         is found), and where the next search may start.
 
-        A cut is the start of a whitespace run after a non-whitespace character, or of a special
-        token, with no special token spanning it, and far enough from the end that no special token
-        could start before it and end after the text. Only a few candidates are tried, so text
+        A cut is a safe boundary of the pattern (see `patterns`; for GPT-2, the start of a
+        whitespace run after a non-whitespace character) or the start of a special token, with no
+        special token spanning it, and far enough from the end that no special token could start
+        before it and end after the text. Only a few candidates are tried, so text
         that offers none (all whitespace, or overlapping special tokens) costs linear time.
         """
+        last_boundary = self._pretokenizer.last_boundary
         limit = len(text) - max(self._max_special_len, 1)
         next_start = max(limit, start)
         for _ in range(16):
             if limit <= start:
                 break
-            m = _LAST_WS_BOUNDARY.match(text, start, limit + 1)
+            m = last_boundary.match(text, start, limit + 1) if last_boundary is not None else None
             cut = m.end() if m else -1
             for token in self.special_tokens:
                 cut = max(cut, text.rfind(token, start, limit + len(token)))
@@ -315,10 +326,6 @@ class Tokenizer:
                 if not 0 <= token_id < len(self._decoder) or self._decoder[token_id] is None:
                     raise ValueError(f"token id {token_id} is not in the vocabulary") from None
             raise
-
-
-# The last place where a non-whitespace character is followed by whitespace (a reverse search).
-_LAST_WS_BOUNDARY = re.compile(f"(?s:.*)[^{WHITESPACE}](?=[{WHITESPACE}])")
 
 
 def _checked_merges(merges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

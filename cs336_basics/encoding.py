@@ -3,13 +3,22 @@
 BPE on a pre-token merges the leftmost adjacent pair of lowest rank, again and again, as tiktoken
 does. Tokens are handled as characters `chr(id)`, so pairs are 2-character strings looked up in one
 dict. A short pre-token keeps the ranks of its adjacent pairs in a list, updated around each merge
-(`min` and `list.index` run in C). A long one, where that would be quadratic, merges every occurrence
-of the lowest-ranked pair at once with `str.replace` (left to right, without overlap). The two agree
-because every merge's parts are single bytes or tokens made by earlier merges (checked when the
-table is built): the tokens a merge makes can only take part in later merges, so the next lowest pair
-is the next occurrence of the same pair.
+(`min` and `list.index` run in C). On a long one (with pattern "none" a whole document, maybe
+megabytes) that would be quadratic. There every occurrence of the lowest-ranked pair is merged at
+once with `str.replace` (left to right, without overlap) while that shortens the word fast; then the
+tokens become a linked list and the ranked pairs go into a heap ordered by (rank, position), whose
+smallest entry is the leftmost lowest-ranked pair; each merge pushes only the two pairs it makes. An
+entry is stale when its position no longer holds its pair; as a position's pair only ever grows
+(tokens are only ever joined), a stale entry stays stale.
+
+Merging all occurrences at once agrees with merging one at a time because every merge's parts are
+single bytes or tokens made by earlier merges (checked when the table is built): the tokens a merge
+makes can only take part in later merges, so the next lowest pair is the next occurrence of the same
+pair.
 """
 
+import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain, repeat
 
@@ -74,12 +83,18 @@ def bpe(piece: bytes, table: MergeTable) -> tuple[int, ...]:
     rank_of = table.pair_rank.get
     merged = table.merged
     if len(word) > _SHORT:
+        # Merging every occurrence of the lowest-ranked pair at once costs a pass over the word; it is
+        # kept while each pass removes at least 1/16 of the tokens (so long runs like "aaaa..." take
+        # a few passes), then the heap takes over. Either way the total is near-linear.
         while len(word) > 1:
             rank = min(map(rank_of, map(str.__add__, word, word[1:]), repeat(_NO_RANK)))
             if rank == _NO_RANK:
                 break
             pair, new = merged[rank]
-            word = word.replace(pair, new)
+            shorter = word.replace(pair, new)
+            if (len(word) - len(shorter)) * 16 < len(word):
+                return _bpe_long(shorter, table)
+            word = shorter
         return tuple(map(ord, word))
 
     tokens = list(word)
@@ -100,19 +115,68 @@ def bpe(piece: bytes, table: MergeTable) -> tuple[int, ...]:
     return tuple(map(ord, tokens))
 
 
+def _bpe_long(word: str, table: MergeTable) -> tuple[int, ...]:
+    """`bpe` on a long sequence of id-characters, in O(n log n) (see the module docstring)."""
+    rank_of = table.pair_rank.get
+    merged = table.merged
+    n = len(word)
+    tokens: list[str | None] = list(word)
+    nxt = list(range(1, n + 1))  # n: no next token
+    prv = list(range(-1, n - 1))  # -1: no previous token
+    # Heap entries are the ints rank << 32 | position: compared in C, far faster than tuples.
+    heap = [r << 32 | i for i, r in enumerate(map(rank_of, map(str.__add__, word, word[1:]))) if r is not None]
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    mask = (1 << 32) - 1
+    while heap:
+        entry = pop(heap)
+        i = entry & mask
+        left = tokens[i]
+        if left is None:
+            continue
+        j = nxt[i]
+        if j == n:
+            continue
+        pair, new = merged[entry >> 32]
+        if left + tokens[j] != pair:  # stale
+            continue
+        tokens[i] = new
+        tokens[j] = None
+        k = nxt[i] = nxt[j]
+        if k != n:
+            prv[k] = i
+            r = rank_of(new + tokens[k])
+            if r is not None:
+                push(heap, r << 32 | i)
+        p = prv[i]
+        if p >= 0:
+            r = rank_of(tokens[p] + new)
+            if r is not None:
+                push(heap, r << 32 | p)
+    return tuple(ord(t) for t in tokens if t is not None)
+
+
 class EncodeCache(dict):
     """Chunk or pre-token -> token ids; a missing entry is computed, then kept.
 
-    A chunk (see `pretokenize.chunks`) of one pre-token goes straight to `bpe`; a longer one is
-    cut into pre-tokens, each looked up here too (a pre-token alone is a chunk of one pre-token).
+    A chunk (see `patterns`) of one pre-token goes straight to `bpe`; a longer one is cut into
+    pre-tokens by `split`, each looked up here too (a pre-token alone is a chunk of one pre-token).
+    With `split=None` every key is a pre-token.
     Memory stays bounded: when `max_entries` are held, they become the *old* generation and a new
     one starts; an entry found in the old generation moves to the new one, so what text uses
     often survives, and what it stopped using is dropped a generation later. Keys longer than
     `max_key_length` are not kept.
     """
 
-    def __init__(self, table: MergeTable, max_entries: int, max_key_length: int = 64):
+    def __init__(
+        self,
+        table: MergeTable,
+        max_entries: int,
+        max_key_length: int = 64,
+        split: Callable[[str], list[str]] | None = pretokenize_chunk,
+    ):
         super().__init__()
+        self._split = split
         self._table = table
         self._old: dict[str, tuple[int, ...]] = {}
         self._max_entries = max_entries
@@ -121,8 +185,8 @@ class EncodeCache(dict):
     def __missing__(self, chunk: str) -> tuple[int, ...]:
         ids = self._old.get(chunk)
         if ids is None:
-            pieces = pretokenize_chunk(chunk)
-            if len(pieces) == 1:
+            pieces = self._split(chunk) if self._split is not None else None
+            if pieces is None or len(pieces) == 1:
                 ids = bpe(chunk.encode("utf-8"), self._table)
             else:
                 ids = tuple(chain.from_iterable(map(self.__getitem__, pieces)))

@@ -1,28 +1,19 @@
-"""Pre-tokenization: cutting text at special tokens and into GPT-2 pre-tokens, and counting them.
+"""Pre-tokenization: cutting text at special tokens and into pre-tokens, and counting them.
 
-Everything here is exact with respect to the GPT-2 pattern run by the `regex` package. The fast paths
-rest on one fact about that pattern: a pre-token never spans the boundary between a run of
-non-whitespace and the run of whitespace that follows it. So text can be cut into *chunks* — a
-whitespace run plus the non-whitespace run after it — and each distinct chunk pre-tokenized on its own.
+The patterns, and the facts about where their pre-tokens never span, live in `patterns`: text is cut
+into *chunks* at those places and each distinct chunk is pre-tokenized on its own. The functions
+without a `pretokenizer` argument use GPT-2's pattern.
 """
 
 import re
 from collections import Counter
 from collections.abc import Iterable
 
-import regex
+from cs336_basics import patterns
+from cs336_basics.patterns import GPT2 as GPT2_PATTERN  # noqa: F401 (re-exported)
+from cs336_basics.patterns import WHITESPACE, Pretokenizer  # noqa: F401
 
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-_GPT2_RE = regex.compile(GPT2_PATTERN)
-
-# The characters that `regex` counts as \s. Stdlib `re` and `str.split()` also count U+001C..U+001F,
-# which would cut differently, so the set is spelled out.
-WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-_CHUNK_RE = re.compile(f"[{WHITESPACE}]*[^{WHITESPACE}]+|[{WHITESPACE}]+")
-
-# The GPT-2 pattern restricted to ASCII text, for stdlib `re`, which is about twice as fast as `regex`.
-_A = "\t\n\x0b\x0c\r "
-_ASCII_RE = re.compile(rf"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{_A}A-Za-z0-9]+|[{_A}]+(?![^{_A}])|[{_A}]+""")
+_GPT2 = patterns.get("gpt2")
 
 
 def validate_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
@@ -65,7 +56,7 @@ def pretokenize(text: str) -> list[str]:
     >>> pretokenize("Hello, world!  ok")
     ['Hello', ',', ' world', '!', ' ', ' ok']
     """
-    return _GPT2_RE.findall(text)
+    return _GPT2.pretokens(text)
 
 
 def chunks(text: str) -> list[str]:
@@ -74,7 +65,7 @@ def chunks(text: str) -> list[str]:
     Concatenating the chunks gives back the text, and pre-tokenizing each chunk on its own gives the
     same pre-tokens as pre-tokenizing the whole text.
     """
-    return _CHUNK_RE.findall(text)
+    return _GPT2.chunks(text)
 
 
 def pretokenize_chunk(chunk: str) -> list[str]:
@@ -84,24 +75,39 @@ def pretokenize_chunk(chunk: str) -> list[str]:
     `str.isalpha` accepts only letters that `regex` also calls \p{L}, as a test checks). Others go
     to the stdlib engine when ASCII, which is about twice as fast as `regex`.
     """
-    if (chunk[1:] if chunk[0] == " " else chunk).isalpha():
-        return [chunk]
-    return _ASCII_RE.findall(chunk) if chunk.isascii() else _GPT2_RE.findall(chunk)
+    return _GPT2.chunk_pretokens(chunk)
 
 
-def count_chunks(text: str, special_re: re.Pattern[str] | None, counts: Counter[str] | None = None) -> Counter[str]:
-    """Add to `counts` how often each chunk occurs in the documents of `text`."""
+def count_chunks(
+    text: str,
+    special_re: re.Pattern[str] | None,
+    counts: Counter[str] | None = None,
+    pretokenizer: Pretokenizer = _GPT2,
+) -> Counter[str]:
+    """Add to `counts` how often each chunk occurs in the documents of `text` (see `patterns`).
+
+    Without a safe boundary (a custom regex, or "none") a chunk is a document's list of pre-tokens
+    counted at once, so that text the regex leaves unmatched is reported here, where it is read.
+    """
     counts = Counter() if counts is None else counts
-    for document in split_on_special_tokens(text, special_re):
-        counts.update(_CHUNK_RE.findall(document))
+    documents = split_on_special_tokens(text, special_re)
+    if pretokenizer.boundary:
+        for document in documents:
+            counts.update(pretokenizer.chunks(document))
+    else:
+        for document in documents:
+            counts.update(pretokenizer.pretokens(document))
     return counts
 
 
-def pretoken_counts(chunk_counts: dict[str, int]) -> dict[str, int]:
-    """Turn chunk counts into pre-token counts, running the GPT-2 pattern once per distinct chunk."""
+def pretoken_counts(chunk_counts: dict[str, int], pretokenizer: Pretokenizer = _GPT2) -> dict[str, int]:
+    """Turn chunk counts into pre-token counts, running the pattern once per distinct chunk."""
+    if not pretokenizer.boundary:  # count_chunks counted pre-tokens already
+        return dict(chunk_counts)
     counts: dict[str, int] = {}
     get = counts.get
+    split = pretokenizer.chunk_pretokens
     for chunk, n in chunk_counts.items():
-        for piece in pretokenize_chunk(chunk):
+        for piece in split(chunk):
             counts[piece] = get(piece, 0) + n
     return counts

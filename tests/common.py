@@ -55,11 +55,12 @@ def tiktoken_gpt2():
     )
 
 
-def tiktoken_for(vocab: dict[int, bytes], special_tokens: list[str]):
-    """A tiktoken Encoding over a vocabulary of ours (ids as ranks), with the special tokens."""
+def tiktoken_for(vocab: dict[int, bytes], special_tokens: list[str], pattern: str = GPT2_PATTERN):
+    """A tiktoken Encoding over a vocabulary of ours (ids as ranks), with the special tokens and a
+    pre-tokenization regex (GPT-2's by default)."""
     import tiktoken
 
     specials = {t.encode("utf-8") for t in special_tokens}
     ranks = {token: i for i, token in vocab.items() if token not in specials}
     special_ids = {t: i for i, token in vocab.items() for t in special_tokens if token == t.encode("utf-8")}
-    return tiktoken.Encoding(name="ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special_ids)
+    return tiktoken.Encoding(name="ours", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special_ids)

@@ -21,13 +21,23 @@ def split_documents(text: str, special_tokens: list[str]) -> list[str]:
     return regex.split(pattern, text)
 
 
+def reference_pretokens(document: str, pattern: str | None = GPT2_PATTERN) -> list[str]:
+    """The pre-tokens of one document: the regex's matches, or the whole document when `pattern` is None."""
+    if pattern is None:
+        return [document] if document else []
+    return regex.findall(pattern, document)
+
+
 def reference_train_bpe(
-    text: str, vocab_size: int, special_tokens: list[str]
+    text: str, vocab_size: int, special_tokens: list[str], pattern: str | None = GPT2_PATTERN
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Train BPE on `text` exactly as SPEC.md says, recounting every pair at every step."""
+    """Train BPE on `text` exactly as SPEC.md says, recounting every pair at every step.
+
+    `pattern` is the pre-tokenization regex (its source, not a name), or None for no pre-tokenization.
+    """
     words: Counter[tuple[bytes, ...]] = Counter()
     for document in split_documents(text, special_tokens):
-        for pretoken in regex.findall(GPT2_PATTERN, document):
+        for pretoken in reference_pretokens(document, pattern):
             words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
 
     vocab = {i: bytes([i]) for i in range(256)}
@@ -63,22 +73,27 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
 
 
 def reference_encode(
-    text: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str]
+    text: str,
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_tokens: list[str],
+    pattern: str | None = GPT2_PATTERN,
 ) -> list[int]:
-    """Encode as SPEC.md says: specials (longest first), GPT-2 pre-tokens, merges lowest rank first."""
+    """Encode as SPEC.md says: specials (longest first), pre-tokens (GPT-2's by default; see
+    `reference_pretokens`), merges lowest rank first."""
     ids = {token: i for i, token in vocab.items()}
     rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
     out: list[int] = []
     if special_tokens:
-        pattern = "(" + "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)) + ")"
-        parts = regex.split(pattern, text)
+        specials = "(" + "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)) + ")"
+        parts = regex.split(specials, text)
     else:
         parts = [text]
     for i, part in enumerate(parts):
         if i % 2:
             out.append(ids[part.encode("utf-8")])
             continue
-        for pretoken in regex.findall(GPT2_PATTERN, part):
+        for pretoken in reference_pretokens(part, pattern):
             word = tuple(bytes([b]) for b in pretoken.encode("utf-8"))
             while len(word) > 1:
                 candidates = [pair for pair in zip(word, word[1:]) if pair in rank]

@@ -1,0 +1,236 @@
+r"""Pre-tokenization patterns: the one place that knows them, and the facts the fast paths rest on.
+
+A pattern is a name or a regex. The names are the patterns tiktoken defines (facts, quoted from its
+encodings), run by the `regex` package so that pre-tokens equal tiktoken's for the same string:
+
+- `gpt2` (aliases `r50k_base`, `p50k_base`; the default): GPT-2's pattern.
+- `cl100k` (alias `cl100k_base`): GPT-4's.
+- `o200k` (alias `o200k_base`): GPT-4o's.
+- `none`: no pre-tokenization; each document (text between special tokens) is one sequence.
+- any other string is a custom regex for the `regex` package (with its semantics, e.g. `$` also
+  matches before a final newline). It must compile, must not match the empty string, and must match
+  every character of the text: text it leaves unmatched is an error naming the offset (tiktoken
+  drops such text silently).
+
+A pattern runs on each document separately, so an end-of-text anchor (`\s++$` in cl100k) matches at
+the end of each document.
+
+**Safe boundaries.** The fast paths cut a document into *chunks* and pre-tokenize each distinct
+chunk alone. That is exact only at offsets where no pre-token can span, whatever the text around:
+
+- gpt2: between a non-whitespace character and a whitespace character. No alternative of the
+  pattern holds a non-whitespace character followed by a whitespace one (` ?\p{L}+` etc. start with
+  the only space they hold; the `\s` alternatives hold whitespace only), the lookahead `(?!\S)`
+  is only reached after whitespace, and the pattern has no lookbehind or start anchor.
+- cl100k and o200k: between a non-whitespace character and a whitespace character *other than*
+  `\r` and `\n`. Here punctuation may take the newlines after it (` ?[^\s\p{L}\p{N}]++[\r\n]*+` in
+  cl100k, ` ?[^\s\p{L}\p{N}]+[\r\n/]*` in o200k), so a newline after non-whitespace is not a
+  boundary; every other alternative either holds whitespace only, or holds whitespace only as its
+  first character (the optional `[^\r\n\p{L}\p{N}]` prefix before letters). The anchor `$` in
+  cl100k's `\s++$` and the lookahead `(?!\S)` are only reached after whitespace, so a boundary,
+  which has non-whitespace before it, can be neither. No lookbehind, no start anchor.
+- none and custom regexes: no such fact; documents are cut only at special tokens.
+
+`tests/test_patterns.py` proves each fact with hypothesis: pre-tokenizing the chunks one by one
+gives exactly the pre-tokens of the whole text, and cutting a file at the safe cuts built on these
+boundaries changes no pre-token.
+"""
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import regex
+
+GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+CL100K = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
+    r"""\s+(?!\S)|\s"""
+)
+O200K = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+NAMED: dict[str, str | None] = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "none": None}
+ALIASES = {"r50k_base": "gpt2", "p50k_base": "gpt2", "cl100k_base": "cl100k", "o200k_base": "o200k"}
+
+# The characters that `regex` counts as \s (and tiktoken's engine too; a test checks both). Stdlib
+# `re` and `str.split()` also count U+001C..U+001F, which would cut differently, so the set is spelled out.
+WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_WS_NOT_NEWLINE = "\t\x0b\x0c \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_ASCII_WS = "\t\n\x0b\x0c\r "
+
+_A_NAME = re.compile(r"\w+")
+
+
+def canonical(pattern: str) -> str:
+    """The canonical name of a pattern ("gpt2", "cl100k", "o200k", "none") or the custom regex itself.
+
+    Raises ValueError for an unknown name (listing the known ones), a regex that does not compile,
+    or one that matches the empty string.
+
+    >>> canonical("cl100k_base")
+    'cl100k'
+    """
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern must be a str (a name or a regex), got {pattern!r}")
+    if pattern in NAMED:
+        return pattern
+    if pattern in ALIASES:
+        return ALIASES[pattern]
+    if _A_NAME.fullmatch(pattern):
+        known = ", ".join([*NAMED, *ALIASES])
+        raise ValueError(f"unknown pattern name {pattern!r}; the known names are {known} (or give a regex)")
+    compiled = _compile_custom(pattern)
+    if compiled.fullmatch("") is not None:
+        raise ValueError(f"pattern {pattern!r} matches the empty string; every pre-token must hold at least one character")
+    return pattern
+
+
+def regex_string(pattern: str) -> str | None:
+    """The regex source of a pattern name, alias or custom regex; None for "none".
+
+    >>> regex_string("none") is None
+    True
+    """
+    name = canonical(pattern)
+    return NAMED[name] if name in NAMED else name
+
+
+def _compile_custom(pattern: str) -> "regex.Pattern[str]":
+    try:
+        return regex.compile(pattern)
+    except (regex.error, TypeError, ValueError, OverflowError, RecursionError) as e:
+        raise ValueError(f"pattern {pattern!r} is not a valid regex: {e}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class Pretokenizer:
+    """How one pattern cuts a document (text without special tokens) into pre-tokens.
+
+    name:       the canonical name, or the custom regex.
+    regex:      the regex source (None for "none").
+    boundary:   whether the pattern has a safe boundary (see the module docstring): then `chunks`
+                cuts there, and `safe_cut_bytes` / `last_boundary` find such offsets.
+    """
+
+    name: str
+    regex: str | None
+    compiled: "regex.Pattern[str] | None"
+    chunk_re: "re.Pattern[str] | None"
+    safe_cut_bytes: "re.Pattern[bytes] | None"  # a non-whitespace ASCII byte before a boundary
+    last_boundary: "re.Pattern[str] | None"  # matched from the start, ends at the last boundary
+
+    @property
+    def boundary(self) -> bool:
+        return self.chunk_re is not None
+
+    @property
+    def is_none(self) -> bool:
+        return self.regex is None
+
+    def pretokens(self, document: str) -> list[str]:
+        """The pre-tokens of a document, exactly; raises ValueError if a custom regex leaves text unmatched."""
+        if self.compiled is None:
+            return [document] if document else []
+        if self.name in NAMED:  # the named patterns match every character (a test checks it)
+            return self.compiled.findall(document)
+        return self._checked_findall(document)
+
+    def _checked_findall(self, document: str) -> list[str]:
+        pieces = []
+        end = 0
+        for m in self.compiled.finditer(document):
+            start = m.start()
+            if start != end:
+                raise ValueError(
+                    f"pattern {self.name!r} leaves {_snippet(document[end:start])} unmatched at character offset {end} "
+                    f"of a document starting {_snippet(document[:40])}; extend the pattern so that it matches "
+                    "every character (e.g. add |\\s+|. at its end)"
+                )
+            if m.end() == start:
+                raise ValueError(
+                    f"pattern {self.name!r} matches the empty string at character offset {start} of a document "
+                    f"starting {_snippet(document[:40])}; every pre-token must hold at least one character"
+                )
+            pieces.append(m.group())
+            end = m.end()
+        if end != len(document):
+            raise ValueError(
+                f"pattern {self.name!r} leaves {_snippet(document[end:])} unmatched at character offset {end} "
+                f"of a document starting {_snippet(document[:40])}; extend the pattern so that it matches "
+                "every character (e.g. add |\\s+|. at its end)"
+            )
+        return pieces
+
+    def chunks(self, document: str) -> list[str]:
+        """Cut a document at the pattern's safe boundaries (not at all without them)."""
+        if self.chunk_re is None:
+            return [document] if document else []
+        return self.chunk_re.findall(document)
+
+    def chunk_pretokens(self, chunk: str) -> list[str]:
+        """The pre-tokens of one chunk (see `chunks`), with shortcuts for the common one-word chunk."""
+        if self.name == "gpt2":
+            if (chunk[1:] if chunk[0] == " " else chunk).isalpha():
+                return [chunk]
+            return _GPT2_ASCII_RE.findall(chunk) if chunk.isascii() else self.compiled.findall(chunk)
+        if self.name == "cl100k":
+            # `[^\r\n\p{L}\p{N}]?+\p{L}++`: a space and letters (str.isalpha letters are \p{L}).
+            if (chunk[1:] if chunk[0] == " " else chunk).isalpha():
+                return [chunk]
+        elif self.name == "o200k":
+            word = chunk[1:] if chunk[0] == " " else chunk
+            # An ASCII word with all but maybe its first letter in lower case is one pre-token.
+            if word.isascii() and word.isalpha() and (len(word) == 1 or word[1:].islower()):
+                return [chunk]
+        return self.pretokens(chunk)
+
+
+def _snippet(text: str, width: int = 30) -> str:
+    return repr(text if len(text) <= width else text[:width] + "…")
+
+
+# The GPT-2 pattern restricted to ASCII text, for stdlib `re`, which is about twice as fast as `regex`.
+_GPT2_ASCII_RE = re.compile(
+    rf"""'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{_ASCII_WS}A-Za-z0-9]+|[{_ASCII_WS}]+(?![^{_ASCII_WS}])|[{_ASCII_WS}]+"""
+)
+
+
+def _boundary_regexes(name: str):
+    """(chunk_re, safe_cut_bytes, last_boundary) for a pattern with a safe boundary, else Nones."""
+    ws = WHITESPACE
+    if name == "gpt2":
+        chunk_re = re.compile(f"[{ws}]*[^{ws}]+|[{ws}]+")
+        after = ws  # any whitespace after non-whitespace
+        after_bytes = _ASCII_WS
+    elif name in ("cl100k", "o200k"):
+        # A chunk: leading whitespace, then non-whitespace runs each followed by whitespace that
+        # starts with a newline (no boundary there), then a last non-whitespace run.
+        chunk_re = re.compile(f"(?=[\\s\\S])[{ws}]*(?:[^{ws}]+[\r\n][{ws}]*)*[^{ws}]*")
+        after = _WS_NOT_NEWLINE
+        after_bytes = "\t\x0b\x0c "
+    else:
+        return None, None, None
+    safe_cut_bytes = re.compile(
+        b"[^" + _ASCII_WS.encode() + rb"\x80-\xff](?=[" + after_bytes.encode() + b"])"
+    )
+    last_boundary = re.compile(f"(?s:.*)[^{ws}](?=[{after}])")
+    return chunk_re, safe_cut_bytes, last_boundary
+
+
+@lru_cache(maxsize=64)
+def get(pattern: str) -> Pretokenizer:
+    """The Pretokenizer of a pattern name, alias or custom regex (validated; see `canonical`)."""
+    name = canonical(pattern)
+    source = NAMED[name] if name in NAMED else name
+    compiled = None if source is None else (regex.compile(source) if name in NAMED else _compile_custom(source))
+    return Pretokenizer(name, source, compiled, *_boundary_regexes(name))

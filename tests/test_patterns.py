@@ -1,0 +1,252 @@
+"""Pre-tokenization patterns: names, validation, exact semantics against tiktoken's regex engine, the
+safe-boundary facts the fast paths rest on, and encoding with each pattern."""
+
+import random
+from functools import lru_cache
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import patterns
+from cs336_basics.bpe import Tokenizer
+from tests.adapters import run_train_bpe
+from tests.common import FIXTURES_PATH, tiktoken_for
+from tests.reference import reference_encode, reference_pretokens, reference_train_bpe
+
+EOT = "<|endoftext|>"
+NAMED = ["gpt2", "cl100k", "o200k"]
+CUSTOM = r"""\p{L}+|\p{N}|[^\p{L}\p{N}\s]+|\s+"""
+
+
+@lru_cache
+def table_differences() -> frozenset[str]:
+    """The characters whose Unicode classes (as used by the patterns) differ between the `regex`
+    package and tiktoken's engine: found by running each class as a pattern through tiktoken."""
+    import tiktoken
+
+    ranks = {bytes([i]): i for i in range(256)}
+    chars = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    differ: set[str] = set()
+    for cls in [r"\p{L}", r"\p{N}", r"\p{M}", r"\p{Lu}", r"\p{Ll}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\s"]:
+        enc = tiktoken.Encoding(name="class", pat_str=cls, mergeable_ranks=ranks, special_tokens={})
+        theirs = set(enc.decode_bytes(enc.encode_ordinary(chars)).decode("utf-8"))
+        differ |= theirs ^ set(regex.findall(cls, chars))
+    return frozenset(differ)
+
+
+# Characters each pattern treats specially: cased letters, titlecase (ǅ), modifier letters (ʰ),
+# other letters (中), marks (U+0301), the long s and Kelvin sign (case-insensitive contractions),
+# digits and other numbers, apostrophes, every kind of whitespace, and controls that are not \s.
+PIECES = st.sampled_from(
+    ["a", "b", "s", "Z", "T", "é", "É", "ǅ", "ʰ", "中", "\u0301", "ſ", "\u212a", "1", "23", "٣", "½", "'", "’",
+     "'s", "'S", "'ll", "'LL", "'Ve", "!", ".", "-", "/", "$", " ", "  ", "\t", "\n", "\r", "\r\n", "\n\n", "\x0b",
+     "\x0c", "\x1c", "\x85", "\u00a0", "\u1680", "\u2000", "\u2028", "\u202f", "\u3000", "😀", EOT]
+) | st.characters(exclude_categories=["Cs"]).filter(lambda c: c not in table_differences())
+TEXTS = st.lists(PIECES, max_size=40).map("".join)
+
+
+def split_specials(text: str) -> list[str]:
+    return text.split(EOT)
+
+
+# --- names and validation ----------------------------------------------------------------------------
+
+
+def test_named_patterns_are_tiktokens(monkeypatch):
+    import tiktoken_ext.openai_public as openai_public
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *args, **kwargs: {})
+    monkeypatch.setattr(openai_public, "data_gym_to_mergeable_bpe_ranks", lambda *args, **kwargs: {})
+    assert patterns.regex_string("cl100k") == openai_public.cl100k_base()["pat_str"]
+    assert patterns.regex_string("o200k") == openai_public.o200k_base()["pat_str"]
+    # tiktoken's r50k/p50k pattern is a possessive rewrite of GPT-2's; the spec keeps GPT-2's own.
+    assert patterns.regex_string("gpt2") == r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+@pytest.mark.parametrize(
+    "given_, name",
+    [("gpt2", "gpt2"), ("r50k_base", "gpt2"), ("p50k_base", "gpt2"), ("cl100k", "cl100k"), ("cl100k_base", "cl100k"),
+     ("o200k", "o200k"), ("o200k_base", "o200k"), ("none", "none"), (CUSTOM, CUSTOM)],
+)
+def test_canonical_names(given_, name):
+    assert patterns.canonical(given_) == name
+    assert Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern=given_).pattern == name
+    assert patterns.regex_string(given_) == (None if name == "none" else patterns.NAMED.get(name, name))
+
+
+@pytest.mark.parametrize(
+    "pattern, words",
+    [
+        ("cl100", ["unknown pattern name 'cl100'", "gpt2, cl100k, o200k, none"]),
+        ("GPT2", ["unknown pattern name 'GPT2'", "gpt2, cl100k, o200k, none"]),
+        ("[a-z", ["'[a-z'", "not a valid regex"]),
+        ("a|", ["'a|'", "matches the empty string"]),
+        (r"\s*", ["matches the empty string"]),
+        (None, ["pattern must be a str"]),
+    ],
+)
+def test_bad_patterns_are_refused_where_they_enter(pattern, words):
+    for make in (patterns.canonical, lambda p: Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern=p)):
+        with pytest.raises(ValueError) as e:
+            make(pattern)
+        assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_text_a_custom_pattern_leaves_unmatched_is_an_error_naming_the_offset():
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern=r"[a-z]+| ")
+    assert tok.encode("ab c") == list(b"ab c")
+    with pytest.raises(ValueError, match=r"leaves '!' unmatched at character offset 2"):
+        tok.encode("ab! c")
+    with pytest.raises(ValueError, match=r"leaves 'X' unmatched at character offset 4"):
+        tok.encode("ab cX")
+
+
+def test_a_custom_pattern_matching_empty_in_context_is_an_error_naming_the_offset():
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern=r"a|(?=b)")
+    with pytest.raises(ValueError, match=r"matches the empty string at character offset 1"):
+        tok.encode("ab")
+
+
+# --- exact semantics ---------------------------------------------------------------------------------
+
+
+def test_unicode_tables_differ_only_for_characters_newer_than_python_s_tables():
+    import unicodedata
+
+    differ = table_differences()
+    assert differ  # the `regex` package knows a newer Unicode than tiktoken's engine
+    # U+0295 moved from Ll to Lo in Unicode 16; everything else is unassigned in Python's tables.
+    assert {c for c in differ if unicodedata.category(c) != "Cn"} == {"\u0295"}
+
+
+def test_end_of_text_anchor_differs_between_engines_but_not_for_cl100k():
+    # `regex`'s `$` also matches before a final newline; tiktoken's only at the very end.
+    tok = Tokenizer({**{i: bytes([i]) for i in range(256)}, 256: b"xx"}, [(b"x", b"x")], pattern=r"x+$|x|\n")
+    enc = tiktoken_for(tok.vocab, [], r"x+$|x|\n")
+    assert tok.encode("xx\n") == [256, 10] != enc.encode("xx\n") == [120, 120, 10]
+    # cl100k's `\s++$` takes a whole whitespace run, final newline included, so where `$` can match
+    # is the same in both engines (checked below against `\Z`, which is end of text in both).
+    assert "$" not in patterns.CL100K.replace(r"\s++$", "")
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXTS)
+def test_cl100k_end_anchor_is_end_of_text(text):
+    strict = regex.compile(patterns.CL100K.replace(r"\s++$", r"\s++\Z"))
+    for document in split_specials(text + "\n"):
+        assert patterns.get("cl100k").pretokens(document) == strict.findall(document)
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXTS, st.sampled_from(NAMED))
+def test_named_patterns_cover_every_character(text, name):
+    for document in split_specials(text):
+        pieces = patterns.get(name).pretokens(document)
+        assert "".join(pieces) == document and all(pieces)
+        assert pieces == reference_pretokens(document, patterns.regex_string(name))
+
+
+# --- the safe-boundary facts (see the docstring of cs336_basics/patterns.py) --------------------------
+
+
+@settings(max_examples=1000, deadline=None)
+@given(TEXTS, st.sampled_from(NAMED))
+def test_chunks_pretokenize_like_the_whole_text(text, name):
+    pretokenizer = patterns.get(name)
+    for document in split_specials(text):
+        chunks = pretokenizer.chunks(document)
+        assert "".join(chunks) == document and all(chunks)
+        assert [p for c in chunks for p in pretokenizer.chunk_pretokens(c)] == pretokenizer.pretokens(document)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(TEXTS, st.sampled_from(NAMED))
+def test_a_pretoken_alone_is_one_pretoken(text, name):
+    # The encoder caches chunks and pre-tokens in one dict, which needs this.
+    pretokenizer = patterns.get(name)
+    for document in split_specials(text):
+        for piece in pretokenizer.pretokens(document):
+            assert pretokenizer.pretokens(piece) == [piece] == pretokenizer.chunk_pretokens(piece)
+
+
+# --- encoding with each pattern -----------------------------------------------------------------------
+
+
+def _generated_corpus(seed: int, size: int) -> str:
+    """Text over the characters the patterns treat specially, so that a vocabulary trained on it
+    without pre-tokenization has merges across every kind of boundary."""
+    rng = random.Random(seed)
+    words = ["the", "The", "cat", "CAT", "sat", "éte", "ǅa", "ʰb", "中文", "e\u0301", "12", "345", "٣", "it's",
+             "IT'S", "we'll", "x/y", "a.", "b!", "—", "😀", "$1"]
+    spaces = [" ", " ", " ", "  ", "\n", "\n\n", "\r\n", "\t", "\u00a0", " \n", ".\n", "\u3000"]
+    out = []
+    while sum(map(len, out)) < size:
+        out.append(rng.choice(words))
+        out.append(rng.choice(spaces))
+        if rng.random() < 0.02:
+            out.append(EOT)
+    return "".join(out)
+
+
+@pytest.fixture(scope="module")
+def crossing_vocab():
+    """A vocabulary trained with no pre-tokenization: its merges join across pre-token boundaries,
+    so a boundary placed differently from tiktoken's shows up as different ids."""
+    return reference_train_bpe(_generated_corpus(0, 3000), 700, [EOT], pattern=None)
+
+
+@pytest.fixture(scope="module")
+def english_vocab():
+    return run_train_bpe(FIXTURES_PATH / "english.txt", 1000, [EOT])
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS, st.sampled_from(NAMED))
+def test_ids_equal_tiktoken_with_the_same_pattern(crossing_vocab, english_vocab, text, name):
+    for vocab, merges in (crossing_vocab, english_vocab):
+        tok = Tokenizer(vocab, merges, [EOT], pattern=name)
+        enc = tiktoken_for(vocab, [EOT], patterns.regex_string(name))
+        assert tok.encode(text) == enc.encode(text, allowed_special="all")
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS, st.sampled_from([*NAMED, "none", CUSTOM]))
+def test_ids_equal_the_reference_encoder(crossing_vocab, text, name):
+    vocab, merges = crossing_vocab
+    tok = Tokenizer(vocab, merges, [EOT], pattern=name)
+    assert tok.encode(text) == reference_encode(text, vocab, merges, [EOT], patterns.regex_string(name))
+    assert tok.decode(tok.encode(text)) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXTS, st.lists(st.integers(0, 60), max_size=6), st.sampled_from([*NAMED, "none", CUSTOM]))
+def test_encode_iterable_equals_encode(crossing_vocab, text, cuts, name):
+    vocab, merges = crossing_vocab
+    tok = Tokenizer(vocab, merges, [EOT], pattern=name)
+    bounds = sorted({min(c, len(text)) for c in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
+    assert list(tok.encode_iterable(pieces)) == tok.encode(text)
+
+
+def test_encode_iterable_cuts_with_each_pattern(crossing_vocab):
+    # Long text streamed line by line is cut (at the pattern's boundaries or special tokens) and equals encode.
+    vocab, merges = crossing_vocab
+    text = _generated_corpus(1, 60_000)
+    for name in [*NAMED, "none", CUSTOM]:
+        tok = Tokenizer(vocab, merges, [EOT], pattern=name)
+        assert list(tok.encode_iterable(text.splitlines(keepends=True))) == tok.encode(text), name
+
+
+def test_long_sequences_equal_the_reference_encoder(crossing_vocab):
+    # Pieces longer than 64 tokens take the heap path of `encoding.bpe`.
+    vocab, merges = crossing_vocab
+    text = _generated_corpus(2, 5000).replace(EOT, "")
+    tok = Tokenizer(vocab, merges, pattern="none")
+    assert tok.encode(text) == reference_encode(text, vocab, merges, [], None)
+    for long in ["a" * 1000, "ab" * 700, " " * 500, "12" * 300]:
+        for name in ["gpt2", "none"]:
+            assert Tokenizer(vocab, merges, pattern=name).encode(long) == reference_encode(
+                long, vocab, merges, [], patterns.regex_string(name)
+            )
