@@ -55,6 +55,7 @@ def train_bpe(
     piece_size: int | None = None,
     progress: bool = False,
     stats: dict | None = None,
+    merge_log: list[tuple[int, int]] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -68,7 +69,9 @@ def train_bpe(
     one for small files); `piece_size` is the most bytes one worker task reads (tests use tiny
     ones). The result depends on neither. `progress` shows progress bars on stderr. A `stats` dict,
     if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes` and
-    `num_workers`.
+    `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
+    pair's count when it was chosen, and the training corpus's length in tokens after the merge
+    (special tokens not counted; before any merge it is the corpus's length in bytes).
     """
     special_tokens = validate_special_tokens(special_tokens)
     for token in special_tokens:
@@ -97,13 +100,20 @@ def train_bpe(
     counted = time.perf_counter()
 
     num_merges = vocab_size - 256 - len(special_tokens)
+    steps: list[tuple[int, int]] | None = [] if merge_log is not None else None
     with _progress_bar(progress, total=num_merges, unit="merge", desc="merging") as bar:
         merges = train_merges(
             word_counts,
             num_merges,
             num_shards=workers if len(word_counts) >= _PARALLEL_MIN_WORDS else 1,
             on_merge=(lambda k: bar.update(1)) if bar else None,
+            merge_log=steps,
         )
+    if merge_log is not None:
+        tokens = sum(len(word) * n for word, n in word_counts.items())
+        for count, shrink in steps:
+            tokens -= shrink
+            merge_log.append((count, tokens))
     if stats is not None:
         stats.update(
             count_seconds=counted - started,

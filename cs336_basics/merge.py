@@ -38,12 +38,16 @@ def train_merges(
     *,
     num_shards: int = 1,
     on_merge: Callable[[int], None] | None = None,
+    merge_log: list[tuple[int, int]] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to `num_merges` merges from pre-token counts; fewer when no pair is left.
 
     Token ids are 0..255 for single bytes and 256 + k for the k-th merge. With `num_shards` > 1 the
     words are split among that many processes (this one included); the merges are the same.
-    `on_merge(k)` is called after each merge (for progress bars).
+    `on_merge(k)` is called after each merge (for progress bars). A `merge_log` list, if given,
+    receives `(count, shrink)` for each merge: the pair's count when it was chosen, and by how many
+    tokens the corpus shrank. They differ only where occurrences overlap: `aaa` holds `(a, a)` twice
+    but merges it once.
     """
     # Pre-tokens as strings of token-id characters; single tokens can never merge.
     words: list[str] = []
@@ -65,7 +69,7 @@ def train_merges(
         pair_counts = local.count_pairs()
         for remote in remotes:
             _add(pair_counts, remote.receive())
-        return _merge_loop(pair_counts, [local, *remotes], num_merges, on_merge)
+        return _merge_loop(pair_counts, [local, *remotes], num_merges, on_merge, merge_log)
     finally:
         for remote in remotes:
             remote.close()
@@ -73,7 +77,9 @@ def train_merges(
             gc.enable()
 
 
-def _merge_loop(pair_counts: dict[str, int], shards: list, num_merges: int, on_merge) -> list[tuple[bytes, bytes]]:
+def _merge_loop(
+    pair_counts: dict[str, int], shards: list, num_merges: int, on_merge, merge_log: list[tuple[int, int]] | None
+) -> list[tuple[bytes, bytes]]:
     token_bytes = [bytes([i]) for i in range(256)]
     token_key = [_reversed_order_key(t) for t in token_bytes]
 
@@ -101,9 +107,13 @@ def _merge_loop(pair_counts: dict[str, int], shards: list, num_merges: int, on_m
 
         for remote in remotes:
             remote.send_merge(pair, new)
-        change = local.merge(pair, new)
+        change, shrink = local.merge(pair, new)
         for remote in remotes:
-            _add(change, remote.receive())
+            remote_change, remote_shrink = remote.receive()
+            _add(change, remote_change)
+            shrink += remote_shrink
+        if merge_log is not None:
+            merge_log.append((current, shrink))  # pair_counts holds the totals over all shards
         del pair_counts[pair]  # every occurrence is merged
         get = pair_counts.get
         for p, d in change.items():
@@ -138,8 +148,9 @@ class _Shard:
                 where[pair].append(i)  # a word holding a pair twice is listed twice; merge skips it
         return dict(pair_counts)
 
-    def merge(self, pair: str, new: str) -> dict[str, int]:
-        """Merge `pair` into the character `new` in every word holding it; return the count changes.
+    def merge(self, pair: str, new: str) -> tuple[dict[str, int], int]:
+        """Merge `pair` into the character `new` in every word holding it; return the count changes
+        and by how many tokens these words shrank (weighted by their counts).
 
         Only the pairs next to each merge site change. In the old word each site loses its left
         pair (unless that is the previous site's right pair) and its right pair; in the new word
@@ -151,6 +162,7 @@ class _Shard:
         words, counts, where = self.words, self.counts, self.where
         change: dict[str, int] = defaultdict(int)
         gained_where: dict[str, list[int]] = defaultdict(list)
+        shrink = 0
         # dict.fromkeys drops repeats, which a word holding the pair many times would bring.
         for i in dict.fromkeys(where.pop(pair, ())):
             word = words[i]
@@ -173,6 +185,7 @@ class _Shard:
                     change[p] += n
                     gained_where[p].append(i)
                 words[i] = word.replace(pair, new)
+                shrink += n
                 continue
 
             size = len(word)
@@ -187,6 +200,7 @@ class _Shard:
                 pos = word.find(pair, end)
             word = word.replace(pair, new)
             words[i] = word
+            shrink += n * (size - len(word))
             size = len(word)
             pos = word.find(new)
             while pos >= 0:
@@ -202,7 +216,7 @@ class _Shard:
                 pos = word.find(new, nxt)
         change.pop(pair, None)
         where.update(gained_where)
-        return change
+        return change, shrink
 
 
 def _serve_shard(conn, words: list[str], counts: list[int]) -> None:
@@ -228,7 +242,8 @@ class _RemoteShard:
     def send_merge(self, pair: str, new: str) -> None:
         self.conn.send((pair, new))
 
-    def receive(self) -> dict[str, int]:
+    def receive(self):
+        """The shard's next answer: its pair counts first, then `(changes, shrink)` for each merge."""
         try:
             return self.conn.recv()
         except EOFError:

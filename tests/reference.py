@@ -29,11 +29,17 @@ def reference_pretokens(document: str, pattern: str | None = GPT2_PATTERN) -> li
 
 
 def reference_train_bpe(
-    text: str, vocab_size: int, special_tokens: list[str], pattern: str | None = GPT2_PATTERN
+    text: str,
+    vocab_size: int,
+    special_tokens: list[str],
+    pattern: str | None = GPT2_PATTERN,
+    *,
+    merge_log: list[tuple[int, int]] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train BPE on `text` exactly as SPEC.md says, recounting every pair at every step.
 
     `pattern` is the pre-tokenization regex (its source, not a name), or None for no pre-tokenization.
+    A `merge_log` list receives, per merge, the pair's count and the corpus length in tokens after it.
     """
     words: Counter[tuple[bytes, ...]] = Counter()
     for document in split_documents(text, special_tokens):
@@ -53,6 +59,8 @@ def reference_train_bpe(
         merges.append(best)
         vocab[len(vocab)] = best[0] + best[1]
         words = Counter({merge_word(word, best): n for word, n in words.items()})
+        if merge_log is not None:
+            merge_log.append((pairs[best], sum(len(word) * n for word, n in words.items())))
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     return vocab, merges
