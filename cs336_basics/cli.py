@@ -4,7 +4,9 @@
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
     bpe decode --tokenizer DIR FILE.npy
     bpe inspect --tokenizer DIR "some text"
-    bpe stats --tokenizer DIR INPUT
+    bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT
+    bpe vocab DIR
+    bpe report DIR [TEXT ...] --out report.html
 
 Bad input ends the command with one line on stderr and a non-zero exit status; Ctrl-C leaves no
 partly written output.
@@ -18,8 +20,11 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from cs336_basics import corpus
+from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
+from cs336_basics.gpt2_files import atomic_write_texts
+from cs336_basics.merge_log import read_merge_log, readable_token, write_merge_log
+from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
 
 DEFAULT_SPECIAL = "<|endoftext|>"
 
@@ -133,14 +138,17 @@ def cmd_train(args: argparse.Namespace) -> None:
     input_path = _readable_file(Path(args.input)) if args.input else bundled_corpus()
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     out = _writable_dir(Path(args.out))
-    _watch_outputs(out / "vocab.json", out / "merges.txt")
+    _watch_outputs(out / "vocab.json", out / "merges.txt", out / "merge_log.tsv")
     stats: dict = {}
+    log: list[tuple[int, int]] = []
     started = time.perf_counter()
     vocab, merges = train_bpe(
-        input_path, args.vocab_size, specials, num_workers=args.workers, progress=not args.quiet, stats=stats
+        input_path, args.vocab_size, specials, num_workers=args.workers, progress=not args.quiet, stats=stats,
+        merge_log=log,
     )
     tokenizer = Tokenizer(vocab, merges, specials)
     tokenizer.save(out / "vocab.json", out / "merges.txt")
+    write_merge_log(out / "merge_log.tsv", merges, log)
     total = time.perf_counter() - started
 
     sample = _last_megabyte(input_path)
@@ -156,7 +164,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
         print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (last MB of input)")
-    print(f"wrote {out / 'vocab.json'} and {out / 'merges.txt'} ({len(vocab):,} tokens)")
+    print(f"wrote {out / 'vocab.json'} and {out / 'merges.txt'} ({len(vocab):,} tokens), {out / 'merge_log.tsv'}")
 
 
 # --- encode, decode, inspect, stats -----------------------------------------------------------------
@@ -224,7 +232,7 @@ def cmd_inspect(args: argparse.Namespace) -> None:
     colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
     pieces = []
     for n, token_id in enumerate(ids):
-        text = tokenizer.vocab[token_id].decode("utf-8", errors="backslashreplace")
+        text = readable_token(tokenizer.vocab[token_id])
         if colour:
             pieces.append(f"\x1b[{(41, 44, 42, 45)[n % 4]};97m{text}\x1b[0m")
         else:
@@ -234,39 +242,45 @@ def cmd_inspect(args: argparse.Namespace) -> None:
     print(f"{len(ids)} tokens, {len(args.text.encode())} bytes")
 
 
-def classify_token(token: bytes) -> str:
-    """'word', 'text' (whole characters), 'partial' (a piece of one UTF-8 character) or 'crossing'."""
-    try:
-        text = token.decode("utf-8")
-    except UnicodeDecodeError:
-        lead = [b for b in token if b & 0xC0 != 0x80]
-        if len(lead) <= 1 and (not lead or token[0] == lead[0]):
-            return "partial"
-        return "crossing"
-    return "word" if text.lstrip(" ").isalpha() else "text"
-
-
 def cmd_stats(args: argparse.Namespace) -> None:
-    from collections import Counter
-
-    tokenizer = load_tokenizer(args.tokenizer, args.special_token)
+    tokenizers = [(name, load_tokenizer(name, args.special_token)) for name in args.tokenizer]
     path = _readable_file(Path(args.input))
-    kinds: Counter[str] = Counter()
-    total_bytes = path.stat().st_size
-    specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
-    for _, text in corpus.iter_blocks(path, 0, total_bytes, specials, 1 << 22):
-        for token_id in tokenizer.encode(text):
-            kinds[classify_token(tokenizer.vocab[token_id])] += 1
-    n = sum(kinds.values())
-    print(f"{path}: {total_bytes:,} bytes, {n:,} tokens, {total_bytes / max(n, 1):.2f} bytes per token")
-    labels = {
-        "word": "whole words (letters, maybe after a space)",
-        "text": "other whole characters (digits, punctuation, space, mixed)",
-        "partial": "part of one UTF-8 character",
-        "crossing": "crossing a character boundary",
-    }
-    for kind, label in labels.items():
-        print(f"  {100 * kinds[kind] / max(n, 1):6.2f} %  {label}")
+    columns = []
+    for name, tokenizer in tokenizers:
+        stats = report.measure_file(tokenizer, path)
+        columns.append((name, stats))
+    first = columns[0][1]
+    print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
+    print(report.stats_table(columns))
+
+
+def _merge_log_of(folder: str) -> list[tuple[int, int]] | None:
+    path = Path(folder) / "merge_log.tsv"
+    return read_merge_log(path) if path.is_file() else None
+
+
+def cmd_vocab(args: argparse.Namespace) -> None:
+    tokenizer = load_tokenizer(args.dir, args.special_token)
+    for line in report.vocab_tsv_lines(report.vocab_entries(tokenizer, _merge_log_of(args.dir))):
+        print(line)
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    _writable_dir(out.parent)
+    if out.is_dir():
+        raise CommandError(f"--out {out} is a folder; name the .html file to write")
+    _watch_outputs(out)
+    tokenizer = load_tokenizer(args.dir, args.special_token)
+    texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
+    try:
+        page = report.build_report(
+            tokenizer, name=args.dir, log=_merge_log_of(args.dir), texts=texts, progress=not args.quiet
+        )
+    except report.MissingExtra as e:
+        raise CommandError(str(e)) from None
+    atomic_write_texts({out: page})
+    print(f"wrote {out}")
 
 
 # --- entry point -----------------------------------------------------------------------------------
@@ -313,11 +327,26 @@ def build_parser() -> argparse.ArgumentParser:
     specials(p)
     p.set_defaults(run=cmd_inspect)
 
-    p = sub.add_parser("stats", help="bytes per token and kinds of tokens on a text file")
+    p = sub.add_parser("stats", help="bytes and characters per token and kinds of tokens on a text file")
     p.add_argument("input")
-    p.add_argument("--tokenizer", required=True, metavar="DIR")
+    p.add_argument("--tokenizer", required=True, action="append", metavar="DIR", help="repeat to compare tokenizers")
     specials(p)
     p.set_defaults(run=cmd_stats)
+
+    p = sub.add_parser("vocab", help="list every token with the merge that made it and that merge's count")
+    p.add_argument("dir", metavar="DIR")
+    specials(p)
+    p.set_defaults(run=cmd_vocab)
+
+    p = sub.add_parser("report", help="write an HTML page on what the tokenizer learned (needs the `report` extra)")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="held-out UTF-8 text to measure and show")
+    p.add_argument("--out", default="report.html", metavar="FILE.html", help="the page to write (default: report.html)")
+    p.add_argument("--sample-bytes", type=_positive_int, default=1 << 20, metavar="N",
+                   help="read at most N bytes of each TEXT (default: 1 MiB)")
+    specials(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=cmd_report)
     return parser
 
 

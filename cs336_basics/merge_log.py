@@ -1,0 +1,108 @@
+"""The merge log: for each merge, how often its pair occurred when it was chosen and how long the
+training corpus became; its file `merge_log.tsv`; and the compression curve it gives for free.
+
+The fact it rests on: a merge replaces every occurrence of its pair, so the corpus length in tokens
+after merge k is known during training without encoding anything, and bytes per token at every
+vocabulary size is the corpus length in bytes divided by it. The length falls by the pair's count,
+except where occurrences overlap (`aaa` holds `(a, a)` twice but becomes `aa a`): the trainer measures
+the real fall (see `merge.train_merges`).
+
+`readable_token` is the one place that decides how a token's bytes are shown to people: here, in
+`bpe inspect`, `bpe vocab` and the report.
+"""
+
+import os
+from pathlib import Path
+
+from cs336_basics.gpt2_files import atomic_write_texts
+
+COLUMNS = ["rank", "id", "left", "right", "token", "count", "tokens"]
+
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def readable_token(token: bytes) -> str:
+    r"""A token's bytes as text where they are whole UTF-8 characters, `\xNN` for the other bytes.
+
+    Backslash, tab, newline and carriage return are written `\\`, `\t`, `\n`, `\r`; other
+    unprintable characters below U+0080 as `\xNN` (the same as their byte), the rest as `\uNNNN` or
+    `\UNNNNNNNN`; the space stays a space. So the result is one line without tabs, and different
+    tokens read differently.
+
+    >>> print(readable_token(b" h\xc3\xa9llo\n"))
+     héllo\n
+    >>> print(readable_token(b"\xe4\xb8"))
+    \xe4\xb8
+    """
+    out = []
+    for ch in token.decode("utf-8", errors="surrogateescape"):
+        if "\udc80" <= ch <= "\udcff":  # a byte that is not part of a whole character
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch == " " or ch.isprintable():
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
+def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: list[tuple[int, int]]) -> str:
+    """The text of `merge_log.tsv`: a header row, then one row per merge (ranks from 0, ids from 256)."""
+    if len(log) != len(merges):
+        raise ValueError(f"the merge log has {len(log)} entries for {len(merges)} merges")
+    lines = ["\t".join(COLUMNS)]
+    for rank, ((left, right), (count, tokens)) in enumerate(zip(merges, log)):
+        row = [rank, 256 + rank, readable_token(left), readable_token(right), readable_token(left + right), count, tokens]
+        lines.append("\t".join(map(str, row)))
+    return "\n".join(lines) + "\n"
+
+
+def write_merge_log(path: str | os.PathLike, merges: list[tuple[bytes, bytes]], log: list[tuple[int, int]]) -> None:
+    """Write `merge_log.tsv` (see `merge_log_tsv`), all at once or not at all."""
+    atomic_write_texts({path: merge_log_tsv(merges, log)})
+
+
+def read_merge_log(path: str | os.PathLike) -> list[tuple[int, int]]:
+    """The `(count, tokens)` of each merge in a `merge_log.tsv`, in rank order.
+
+    Raises ValueError naming the file and line when it is not such a file.
+    """
+    path = Path(path)
+    with open(path, encoding="utf-8", newline="") as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or lines[0].split("\t") != COLUMNS:
+        raise ValueError(f"{path}, line 1: expected the header {' '.join(COLUMNS)!r}")
+    log = []
+    for n, line in enumerate(lines[1:], start=2):
+        fields = line.split("\t")
+        try:
+            if len(fields) != len(COLUMNS):
+                raise ValueError
+            rank, count, tokens = int(fields[0]), int(fields[5]), int(fields[6])
+        except ValueError:
+            raise ValueError(f"{path}, line {n}: expected {len(COLUMNS)} tab-separated fields, rank, count "
+                             f"and tokens whole numbers; got {line[:80]!r}") from None
+        if rank != len(log):
+            raise ValueError(f"{path}, line {n}: rank {rank} where {len(log)} was expected")
+        log.append((count, tokens))
+    return log
+
+
+def compression_curve(log: list[tuple[int, int]], *, base_vocab_size: int = 256) -> list[tuple[int, float]]:
+    """Bytes per token on the training corpus at every vocabulary size, from the merge log alone.
+
+    The first point is `base_vocab_size` (the 256 bytes, plus special tokens if counted) at 1.0
+    byte per token; then one point per merge. The corpus length in bytes is the length after the
+    first merge plus the first merge's count, which is exact unless the first pair's two tokens
+    are the same byte (overlapping occurrences merge fewer times than they count).
+    """
+    if not log:
+        return [(base_vocab_size, 1.0)]
+    corpus_bytes = log[0][1] + log[0][0]
+    return [(base_vocab_size, 1.0)] + [
+        (base_vocab_size + k + 1, corpus_bytes / max(tokens, 1)) for k, (_, tokens) in enumerate(log)
+    ]

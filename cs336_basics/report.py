@@ -1,0 +1,574 @@
+"""What a tokenizer learned and how well it compresses text: kinds of tokens, bytes and characters
+per token, the vocabulary with the merge behind each token, and the report page of `bpe report`.
+
+The page is one self-contained HTML file: styles, the small script and the plots (SVG drawn by
+matplotlib, the optional extra `report`) are all inline, so it opens anywhere without a network.
+The training curve comes from the merge log (see `merge_log`); the held-out curve encodes the text
+again with the merges cut at a handful of vocabulary sizes.
+"""
+
+import codecs
+import html
+import io
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cs336_basics import corpus
+from cs336_basics.bpe import Tokenizer
+from cs336_basics.merge_log import compression_curve, readable_token
+
+PRETRAINED = ["gpt2", "cl100k_base", "o200k_base"]
+
+KINDS = {
+    "word": "whole words (letters, maybe after a space)",
+    "text": "other whole characters (digits, punctuation, space, mixed)",
+    "partial": "part of one UTF-8 character",
+    "crossing": "crossing a character boundary",
+}
+
+
+class MissingExtra(RuntimeError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+def classify_token(token: bytes) -> str:
+    """'word', 'text' (whole characters), 'partial' (a piece of one UTF-8 character) or 'crossing'."""
+    try:
+        text = token.decode("utf-8")
+    except UnicodeDecodeError:
+        lead = [b for b in token if b & 0xC0 != 0x80]
+        if len(lead) <= 1 and (not lead or token[0] == lead[0]):
+            return "partial"
+        return "crossing"
+    return "word" if text.lstrip(" ").isalpha() else "text"
+
+
+# --- measuring a tokenizer on text ---------------------------------------------------------------
+
+
+@dataclass
+class TextStats:
+    """How a tokenizer cuts some text: its size in bytes, characters and tokens, and kinds of tokens."""
+
+    bytes: int = 0
+    chars: int = 0
+    tokens: int = 0
+    kinds: Counter = field(default_factory=Counter)
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes / self.tokens if self.tokens else 0.0
+
+    @property
+    def chars_per_token(self) -> float:
+        return self.chars / self.tokens if self.tokens else 0.0
+
+    def add(self, tokenizer: Tokenizer, text: str) -> None:
+        """Encode `text` and count it in."""
+        ids = tokenizer.encode(text)
+        self.bytes += len(text.encode("utf-8"))
+        self.chars += len(text)
+        self.tokens += len(ids)
+        vocab = tokenizer.vocab
+        self.kinds.update(classify_token(vocab[i]) for i in ids)
+
+
+def measure_file(tokenizer: Tokenizer, path: str | Path, *, on_progress: Callable[[int], None] | None = None) -> TextStats:
+    """Stats of a whole UTF-8 file, read in blocks cut where encoding is unchanged (memory stays flat).
+
+    `on_progress(n)` is called with the bytes read after each block.
+    """
+    stats = TextStats()
+    size = Path(path).stat().st_size
+    specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
+    done = 0
+    for consumed, text in corpus.iter_blocks(path, 0, size, specials, 1 << 22):
+        stats.add(tokenizer, text)
+        done += consumed
+        if on_progress is not None:
+            on_progress(done)
+    return stats
+
+
+def stats_table(columns: list[tuple[str, TextStats]]) -> str:
+    """A table with one column per tokenizer: tokens, bytes and characters per token, kinds (in %)."""
+    rows = [
+        ("tokens", [f"{s.tokens:,}" for _, s in columns]),
+        ("bytes per token", [f"{s.bytes_per_token:.2f}" for _, s in columns]),
+        ("characters per token", [f"{s.chars_per_token:.2f}" for _, s in columns]),
+    ]
+    for kind, label in KINDS.items():
+        rows.append((f"% {label}", [f"{100 * s.kinds[kind] / max(s.tokens, 1):.2f}" for _, s in columns]))
+    label_width = max(len(label) for label, _ in rows)
+    widths = [max(len(name), *(len(values[i]) for _, values in rows)) for i, (name, _) in enumerate(columns)]
+    lines = [" " * label_width + "".join(f"  {name:>{w}}" for (name, _), w in zip(columns, widths))]
+    for label, values in rows:
+        lines.append(f"{label:<{label_width}}" + "".join(f"  {v:>{w}}" for v, w in zip(values, widths)))
+    return "\n".join(lines)
+
+
+# --- the vocabulary and the merges behind it -----------------------------------------------------
+
+
+@dataclass
+class VocabEntry:
+    """One token: its id, bytes, the merge that made it (rank and pair) and that merge's count."""
+
+    id: int
+    token: bytes
+    special: bool
+    rank: int | None = None
+    pair: tuple[bytes, bytes] | None = None
+    count: int | None = None
+
+
+def vocab_entries(tokenizer: Tokenizer, log: list[tuple[int, int]] | None = None) -> list[VocabEntry]:
+    """Every token in id order, with the merge that made it (the first merge giving its bytes) and,
+    when a merge log of the same length is given, that merge's count."""
+    made_by: dict[bytes, int] = {}
+    for rank, (left, right) in enumerate(tokenizer.merges):
+        made_by.setdefault(left + right, rank)
+    counts = [count for count, _ in log] if log is not None and len(log) == len(tokenizer.merges) else None
+    specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
+    entries = []
+    for token_id in sorted(tokenizer.vocab):
+        token = tokenizer.vocab[token_id]
+        entry = VocabEntry(token_id, token, special=token in specials)
+        rank = made_by.get(token)
+        if rank is not None and not entry.special:
+            entry.rank, entry.pair = rank, tokenizer.merges[rank]
+            entry.count = counts[rank] if counts is not None else None
+        entries.append(entry)
+    return entries
+
+
+def vocab_tsv_lines(entries: Iterable[VocabEntry]) -> Iterable[str]:
+    """`bpe vocab` output: a header, then id, readable token, merge rank, left, right and count."""
+    yield "id\ttoken\trank\tleft\tright\tcount"
+    for e in entries:
+        token = f"{e.token.decode('utf-8')} (special)" if e.special else readable_token(e.token)
+        if e.pair is None:
+            yield f"{e.id}\t{token}\t\t\t\t"
+        else:
+            count = "" if e.count is None else e.count
+            yield f"{e.id}\t{token}\t{e.rank}\t{readable_token(e.pair[0])}\t{readable_token(e.pair[1])}\t{count}"
+
+
+def truncated(tokenizer: Tokenizer, num_merges: int) -> Tokenizer:
+    """The tokens and merges that training would have given with only the first `num_merges` merges
+    (the ids of the tokens kept stay as in `tokenizer`)."""
+    merges = tokenizer.merges[:num_merges]
+    keep = {bytes([b]) for b in range(256)} | {a + b for a, b in merges}
+    keep |= {t.encode("utf-8") for t in tokenizer.special_tokens}
+    vocab = {i: t for i, t in tokenizer.vocab.items() if t in keep}
+    return _same_kind(tokenizer, vocab, merges)
+
+
+def _same_kind(tokenizer: Tokenizer, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> Tokenizer:
+    """A Tokenizer with `tokenizer`'s special tokens and pre-tokenization pattern (when it has one)."""
+    pattern = getattr(tokenizer, "pattern", None)
+    if pattern is not None and pattern != "gpt2":
+        return Tokenizer(vocab, merges, tokenizer.special_tokens, pattern=pattern)
+    return Tokenizer(vocab, merges, tokenizer.special_tokens)
+
+
+def load_pretrained(name: str) -> tuple[Tokenizer | None, str]:
+    """A pretrained tokenizer by name through `Tokenizer.from_pretrained`, or None and the reason."""
+    load = getattr(Tokenizer, "from_pretrained", None)
+    if load is None:
+        return None, "this version of the package has no Tokenizer.from_pretrained"
+    try:
+        return load(name), ""
+    except Exception as e:  # any failure (missing files, no network) only leaves this column out
+        return None, f"{type(e).__name__}: {e}".splitlines()[0][:200]
+
+
+# --- the report page -----------------------------------------------------------------------------
+
+
+@dataclass
+class HeldOut:
+    """A text the tokenizer was not trained on: its name and (a sample of) its content."""
+
+    name: str
+    text: str
+
+
+def read_sample(path: str | Path, max_bytes: int) -> HeldOut:
+    """The first `max_bytes` of a UTF-8 file (cut after the last whole line when it is longer)."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        data = data[:max_bytes]
+        newline = data.rfind(b"\n")
+        if newline > max_bytes // 2:
+            data = data[: newline + 1]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if len(data) - e.start >= 4 or e.reason != "unexpected end of data":
+            raise ValueError(f"{path} is not valid UTF-8 at byte offset {e.start}") from None
+        text = data[: e.start].decode("utf-8")
+    return HeldOut(path.name, text)
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingExtra(
+            "bpe report draws its plots with matplotlib, which is not installed: install the `report` extra "
+            "(pip install 'cs336-basics[report]', or uv sync --extra report)"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 10, "axes.spines.top": False, "axes.spines.right": False})
+    return plt
+
+
+def _svg(plt, fig) -> str:
+    out = io.StringIO()
+    fig.savefig(out, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    svg = out.getvalue()
+    return svg[svg.index("<svg") :]  # drop the XML prologue and doctype: the SVG sits inside HTML
+
+
+def build_report(
+    tokenizer: Tokenizer,
+    *,
+    name: str,
+    log: list[tuple[int, int]] | None = None,
+    texts: list[HeldOut] = (),
+    pretrained: list[str] = PRETRAINED,
+    num_points: int = 7,
+    sample_chars: int = 1500,
+    progress: bool = False,
+) -> str:
+    """The report page for `tokenizer` (called `name`) as one self-contained HTML document.
+
+    `log` is its merge log (for the training curve and merge counts), `texts` held-out text for the
+    held-out curve, the comparison with the `pretrained` tokenizers and the coloured sample; the
+    held-out curve has about `num_points` vocabulary sizes. `progress` shows a progress bar.
+    Raises MissingExtra when matplotlib is not installed.
+    """
+    plt = _pyplot()
+    steps = (num_points + len(pretrained) + 1) if texts else 0
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=steps, unit="step", desc="report")
+    else:
+        bar = None
+
+    def step(what: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(what)
+            bar.update(1)
+
+    specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
+    base = 256 + len(tokenizer.special_tokens)
+    merges = tokenizer.merges
+    if log is not None and len(log) != len(merges):
+        log = None  # not this tokenizer's log
+    try:
+        ours = TextStats()
+        if texts:
+            for t in texts:
+                ours.add(tokenizer, t.text)
+            step("ours")
+
+        # Held-out curve: the same text with the merges cut at a handful of sizes.
+        held_out: list[tuple[int, float]] = []
+        if texts:
+            sizes = sorted({round(len(merges) * f) for f in _fractions(num_points)})
+            for k in sizes:
+                cut = tokenizer if k == len(merges) else truncated(tokenizer, k)
+                s = TextStats()
+                for t in texts:
+                    s.add(cut, t.text)
+                held_out.append((base + k, s.bytes_per_token))
+                step(f"{base + k} tokens")
+
+        others: list[tuple[str, TextStats | None, str]] = []
+        if texts:
+            for pname in pretrained:
+                other, reason = load_pretrained(pname)
+                s = None
+                if other is not None:
+                    s = TextStats()
+                    try:
+                        for t in texts:
+                            s.add(other, t.text)
+                    except Exception as e:
+                        s, reason = None, f"{type(e).__name__}: {e}".splitlines()[0][:200]
+                others.append((pname, s, reason))
+                step(pname)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    training = compression_curve(log, base_vocab_size=base) if log is not None else []
+    plots = {
+        "curve": _curve_plot(plt, training, held_out),
+        "lengths": _length_plot(plt, tokenizer, specials),
+    }
+    return _page(tokenizer, name=name, log=log, texts=texts, ours=ours, others=others, training=training,
+                 held_out=held_out, plots=plots, sample_chars=sample_chars)
+
+
+def _fractions(n: int) -> list[float]:
+    """n fractions from 0 to 1, spaced evenly on a log scale after 0 (small vocabularies change most)."""
+    n = max(n, 2)
+    return [0.0] + [2.0 ** -(n - 2 - i) for i in range(n - 1)]
+
+
+def _curve_plot(plt, training: list[tuple[int, float]], held_out: list[tuple[int, float]]) -> str | None:
+    if not training and not held_out:
+        return None
+    fig, ax = plt.subplots(figsize=(10.5, 4.0))
+    if training:
+        ax.plot(*zip(*training), color="#2563eb", linewidth=1.8, label="training corpus (from the merge log)")
+    if held_out:
+        ax.plot(*zip(*held_out), "o--", color="#dc2626", linewidth=1.2, markersize=5, label="held-out text")
+    ax.set_xlabel("vocabulary size")
+    ax.set_ylabel("bytes per token")
+    ax.set_ylim(bottom=1.0)
+    ax.grid(True, color="#e5e7eb", linewidth=0.8)
+    ax.legend(frameon=False, loc="upper left")
+    return _svg(plt, fig)
+
+
+def _length_plot(plt, tokenizer: Tokenizer, specials: list[bytes]) -> str:
+    lengths = [len(t) for t in tokenizer.vocab.values() if t not in specials]
+    fig, ax = plt.subplots(figsize=(5.2, 3.3))
+    top = max(lengths)
+    ax.hist(lengths, bins=range(1, top + 2), align="left", rwidth=0.85, color="#0d9488")
+    ax.set_xlabel("token length in bytes")
+    ax.set_ylabel("tokens in the vocabulary")
+    ax.set_xlim(0.3, top + 0.7)
+    ax.grid(True, axis="y", color="#e5e7eb", linewidth=0.8)
+    ax.set_axisbelow(True)
+    return _svg(plt, fig)
+
+
+def sample_of(text: str, max_chars: int = 1500) -> str:
+    """The start of `text` that the page shows: at most `max_chars`, ending after a whole line if one
+    ends in its second half."""
+    if len(text) <= max_chars:
+        return text
+    sample = text[:max_chars]
+    newline = sample.rfind("\n")
+    return sample[: newline + 1] if newline >= max_chars // 2 else sample
+
+
+def _sample_html(tokenizer: Tokenizer, text: str) -> tuple[str, int]:
+    """The text as one coloured span per token (hover: id and bytes) and the number of tokens.
+
+    A character whose bytes are split between tokens is shown in the token that completes it; the
+    tokens before that show as a thin bar.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
+    ids = tokenizer.encode(text)
+    spans = []
+    for n, token_id in enumerate(ids):
+        token = tokenizer.vocab[token_id]
+        shown = decoder.decode(token)
+        classes = f"t c{n % 5}"
+        title = f"id {token_id}: {readable_token(token)}"
+        if token in specials:
+            classes += " special"
+            title = f"id {token_id}: special token"
+        elif not shown:
+            classes += " part"
+            title += " (part of a character)"
+        shown = html.escape(shown).replace("\n", "↵\n")
+        spans.append(f'<span class="{classes}" data-id="{token_id}" title="{html.escape(title)}">{shown}</span>')
+    return "".join(spans), len(ids)
+
+
+def _code(token: bytes) -> str:
+    """A token's readable form for the page, with its spaces shown as a faint ␣."""
+    return "<code>" + html.escape(readable_token(token)).replace(" ", '<span class="sp">␣</span>') + "</code>"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, plots, sample_chars) -> str:
+    e = html.escape
+    merges = tokenizer.merges
+    parts: list[str] = []
+    add = parts.append
+
+    summary = [
+        ("vocabulary", f"{len(tokenizer.vocab):,} tokens"),
+        ("merges", f"{len(merges):,}"),
+        ("special tokens", ", ".join(tokenizer.special_tokens) or "none"),
+    ]
+    if log:
+        corpus_bytes = log[0][0] + log[0][1]
+        summary.append(("training corpus", f"{corpus_bytes:,} bytes → {log[-1][1]:,} tokens"))
+        summary.append(("on the training corpus", f"{_fmt(training[-1][1])} bytes per token"))
+    if texts:
+        summary.append(("on the held-out text", f"{_fmt(ours.bytes_per_token)} bytes, {_fmt(ours.chars_per_token)} characters per token"))
+    add('<dl class="summary">' + "".join(f"<div><dt>{e(k)}</dt><dd>{e(v)}</dd></div>" for k, v in summary) + "</dl>")
+
+    # Compression curves.
+    add('<section id="compression"><h2>Compression as the vocabulary grows</h2>')
+    if plots["curve"]:
+        add('<p class="note">Bytes per token (higher is better). The training curve is read from the merge log at every '
+            "vocabulary size without encoding anything; the held-out points encode the text again with the merges cut "
+            "at that size.</p>")
+        add(f'<figure class="plot" id="curve-plot">{plots["curve"]}</figure>')
+    else:
+        add('<p class="missing">No merge log (merge_log.tsv, written by <code>bpe train --out DIR</code>) and no held-out '
+            "text: no curve to draw.</p>")
+    if not log:
+        add('<p class="missing">No merge log for this tokenizer, so no training curve and no merge counts.</p>')
+    add("</section>")
+
+    # Comparison with pretrained tokenizers.
+    if texts:
+        names = ", ".join(t.name for t in texts)
+        total = f"{ours.bytes:,} bytes, {ours.chars:,} characters"
+        add(f'<section id="comparison"><h2>Against pretrained tokenizers</h2><p class="note">On {e(names)} ({total}). '
+            "Characters per token of 1.00 is what a character-level tokenizer gives.</p>")
+        add('<table class="num"><thead><tr><th>tokenizer</th><th>tokens</th><th>bytes per token</th>'
+            "<th>characters per token</th>" + "".join(f"<th>{e(k)}</th>" for k in ("words", "other text", "partial", "crossing"))
+            + "</tr></thead><tbody>")
+        for label, s, reason in [(f"{name} (this one)", ours, ""), *others]:
+            if s is None:
+                add(f'<tr class="na"><td>{e(label)}</td><td colspan="7">not available: {e(reason)}</td></tr>')
+                continue
+            shares = "".join(f"<td>{100 * s.kinds[k] / max(s.tokens, 1):.1f} %</td>" for k in KINDS)
+            add(f"<tr><td>{e(label)}</td><td>{s.tokens:,}</td><td>{_fmt(s.bytes_per_token)}</td>"
+                f"<td>{_fmt(s.chars_per_token)}</td>{shares}</tr>")
+        add("</tbody></table></section>")
+
+    # The vocabulary: lengths and kinds.
+    specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
+    vocab_kinds = Counter(classify_token(t) for t in tokenizer.vocab.values() if t not in specials)
+    n_vocab = max(sum(vocab_kinds.values()), 1)
+    add('<section id="vocabulary"><h2>What is in the vocabulary</h2><div class="two">')
+    add(f'<figure class="plot" id="length-plot">{plots["lengths"]}</figure>')
+    head = "<th>in the vocabulary</th>" + ("<th>in the held-out text</th>" if texts else "")
+    add(f'<table class="num kinds"><thead><tr><th>kind of token</th>{head}</tr></thead><tbody>')
+    for kind, label in KINDS.items():
+        cells = f"<td>{vocab_kinds[kind]:,} ({100 * vocab_kinds[kind] / n_vocab:.1f} %)</td>"
+        if texts:
+            cells += f"<td>{100 * ours.kinds[kind] / max(ours.tokens, 1):.1f} %</td>"
+        add(f"<tr><td>{e(label)}</td>{cells}</tr>")
+    add("</tbody></table></div></section>")
+
+    # First and last merges.
+    add('<section id="merges"><h2>First and last merges</h2><div class="two">')
+    shown = 15
+    for title, ranks in (("first", range(min(shown, len(merges)))),
+                         ("last", range(max(len(merges) - shown, min(shown, len(merges))), len(merges)))):
+        add(f'<div><h3>The {title} {len(ranks)}</h3><table class="merges"><thead><tr><th>rank</th><th>id</th>'
+            "<th>left</th><th>right</th><th>token</th><th>count</th></tr></thead><tbody>")
+        for r in ranks:
+            left, right = merges[r]
+            count = f"{log[r][0]:,}" if log else "?"
+            add(f"<tr><td>{r}</td><td>{256 + r}</td><td>{_code(left)}</td><td>{_code(right)}</td>"
+                f'<td>{_code(left + right)}</td><td class="n">{count}</td></tr>')
+        add("</tbody></table></div>")
+    add("</div></section>")
+
+    # A sample of the text with token boundaries.
+    if texts:
+        sample = sample_of(texts[0].text, sample_chars)
+        spans, count = _sample_html(tokenizer, sample)
+        add(f'<section id="sample"><h2>How {e(texts[0].name)} is cut</h2>'
+            f'<p class="note">The first {len(sample):,} characters: <b id="sample-count" data-tokens="{count}">{count:,} tokens</b>. '
+            "Each colour is one token; hover over one to see its id (all tokens with the same id light up). "
+            "A thin bar is a token holding only part of a character.</p>")
+        add(f'<p id="hover-info" class="hover">&nbsp;</p><div class="sample" id="sample-text">{spans}</div></section>')
+
+    body = "\n".join(parts)
+    return _TEMPLATE.format(title=e(f"BPE report: {name}"), heading=e(name), style=_STYLE, script=_SCRIPT, body=body)
+
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{style}</style>
+</head>
+<body>
+<main>
+<header><p class="kicker">byte-level BPE tokenizer report</p><h1>{heading}</h1></header>
+{body}
+</main>
+<script>{script}</script>
+</body>
+</html>
+"""
+
+_STYLE = """
+:root { --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb; --bg: #f8fafc; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--ink);
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 48px; }
+header h1 { margin: 0 0 16px; font-size: 26px; word-break: break-all; }
+.kicker { margin: 0; color: var(--muted); text-transform: uppercase; letter-spacing: .08em; font-size: 12px; }
+h2 { font-size: 19px; margin: 0 0 6px; }
+h3 { font-size: 15px; margin: 0 0 6px; }
+section { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 18px 22px; margin: 18px 0; }
+.note { color: var(--muted); margin: 0 0 12px; font-size: 14px; }
+.missing { color: #92400e; background: #fffbeb; padding: 8px 12px; border-radius: 6px; }
+.summary { display: grid; grid-template-columns: repeat(3, 1fr); gap: 10px; margin: 0; }
+.summary div { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 10px 14px; }
+.summary dt { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .05em; }
+.summary dd { margin: 2px 0 0; font-weight: 600; }
+figure.plot { margin: 0; }
+figure.plot svg { width: 100%; height: auto; }
+.two { display: grid; grid-template-columns: 1fr 1fr; gap: 22px; align-items: start; }
+@media (max-width: 900px) { .two { grid-template-columns: 1fr; } }
+table { border-collapse: collapse; width: 100%; font-size: 14px; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); }
+th { color: var(--muted); font-weight: 600; font-size: 12px; }
+table.num td:not(:first-child), table.num th:not(:first-child), td.n { text-align: right; font-variant-numeric: tabular-nums; }
+tr.na td { color: var(--muted); font-style: italic; }
+code { font: 13px ui-monospace, "DejaVu Sans Mono", monospace; background: #f1f5f9; padding: 1px 4px;
+  border-radius: 4px; white-space: pre; }
+.sample { font: 15px/1.9 ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap; word-break: break-word;
+  border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; max-height: 560px; overflow: auto; }
+code .sp { color: #94a3b8; }
+.t { border-radius: 3px; padding: 1px 0; }
+.c0 { background: #dbeafe; } .c1 { background: #fde68a; } .c2 { background: #bbf7d0; }
+.c3 { background: #fbcfe8; } .c4 { background: #ddd6fe; }
+.t.part { display: inline-block; width: 4px; height: 1.1em; vertical-align: -2px; margin: 0 1px; background: #9ca3af; }
+.t.special { background: #1f2937; color: #fff; }
+.t.hl { outline: 2px solid #dc2626; }
+.hover { font: 13px ui-monospace, "DejaVu Sans Mono", monospace; color: var(--muted); min-height: 1.5em; margin: 0 0 6px; }
+"""
+
+# Hovering a token shows its id and lights up every token with the same id; nothing else runs.
+_SCRIPT = """
+(function () {
+  var box = document.getElementById("sample-text");
+  if (!box) return;
+  var info = document.getElementById("hover-info");
+  var lit = [];
+  box.addEventListener("mouseover", function (event) {
+    var t = event.target.closest(".t");
+    if (!t) return;
+    lit.forEach(function (x) { x.classList.remove("hl"); });
+    lit = Array.prototype.slice.call(box.querySelectorAll('.t[data-id="' + t.dataset.id + '"]'));
+    lit.forEach(function (x) { x.classList.add("hl"); });
+    info.textContent = t.title + "  (" + lit.length + " in this sample)";
+  });
+  document.body.dataset.sampleTokens = box.querySelectorAll(".t").length;
+})();
+"""

@@ -1,0 +1,231 @@
+"""The merge log (each merge's count and the corpus length after it), checked against the slow
+reference trainer and against encoding; its TSV file; the readable form of tokens; the curve."""
+
+import os
+import re
+from collections import Counter
+
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics.bpe import Tokenizer, train_bpe
+from cs336_basics.cli import main
+from cs336_basics.merge import train_merges
+from cs336_basics.merge_log import COLUMNS, compression_curve, read_merge_log, readable_token
+from cs336_basics.report import truncated
+from tests.common import FIXTURES_PATH
+from tests.reference import GPT2_PATTERN, REFERENCE_RUNS, merge_word, reference_train_bpe, split_documents
+
+EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 0)) or 200
+EOT = "<|endoftext|>"
+
+
+def train_text(tmp_path, text: str, vocab_size: int, specials: list[str], **kwargs):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(text.encode("utf-8"))
+    log: list[tuple[int, int]] = []
+    vocab, merges = train_bpe(path, vocab_size, specials, merge_log=log, **kwargs)
+    return vocab, merges, log
+
+
+# --- examples worked on paper ----------------------------------------------------------------------
+
+
+def test_overlapping_pair_counts_twice_but_merges_once(tmp_path):
+    # "aaa": (a, a) occurs twice (overlapping), merging gives "aa a", then "aaa".
+    _, merges, log = train_text(tmp_path, "aaa", 300, [])
+    assert merges == [(b"a", b"a"), (b"aa", b"a")]
+    assert log == [(2, 2), (1, 1)]
+
+
+def test_counts_weigh_pretokens_and_skip_special_tokens(tmp_path):
+    # Pre-tokens "ab", "ab", " ab": 7 bytes (the special token is not counted); (a, b) occurs 3 times
+    # and each occurrence saves one token: 7 - 3 = 4.
+    _, merges, log = train_text(tmp_path, f"ab{EOT}ab ab", 258, [EOT])
+    assert merges == [(b"a", b"b")]
+    assert log == [(3, 4)]
+
+
+def test_empty_corpus_gives_an_empty_log(tmp_path):
+    assert train_text(tmp_path, "", 400, [EOT])[2] == []
+
+
+# --- against the slow reference --------------------------------------------------------------------
+
+PIECES = ["aaaa", "aaa", "  ", "    ", "\n\n\n", "abab", "the", " the", "café", "中中中", "😀😀", "11111", "!!!", EOT]
+
+
+@st.composite
+def corpora(draw):
+    specials = draw(st.sampled_from([[], [EOT]]))
+    pieces = st.sampled_from(PIECES) | st.text(alphabet="ab a\n中", min_size=1, max_size=6)
+    text = "".join(draw(st.lists(pieces, max_size=30)))
+    vocab_size = 256 + len(specials) + draw(st.integers(0, 80))
+    return text, vocab_size, specials
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(corpora())
+def test_log_matches_reference_on_generated_corpora(tmp_path, case):
+    text, vocab_size, specials = case
+    reference_log: list[tuple[int, int]] = []
+    expected = reference_train_bpe(text, vocab_size, specials, merge_log=reference_log)
+    vocab, merges, log = train_text(tmp_path, text, vocab_size, specials)
+    assert (vocab, merges) == expected
+    assert log == reference_log
+
+
+@pytest.mark.parametrize("name", ["english", "code", "chinese"])
+def test_log_matches_reference_on_fixtures(name):
+    path = FIXTURES_PATH / f"{name}.txt"
+    specials = REFERENCE_RUNS[name][1]
+    reference_log: list[tuple[int, int]] = []
+    reference_train_bpe(path.read_bytes().decode("utf-8"), 420, specials, merge_log=reference_log)
+    log: list[tuple[int, int]] = []
+    train_bpe(path, 420, specials, merge_log=log, num_workers=2, piece_size=5000)
+    assert log == reference_log
+
+
+def reference_log_from_counts(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[int, int]]:
+    words = Counter({tuple(bytes([b]) for b in w): n for w, n in word_counts.items()})
+    log = []
+    for _ in range(num_merges):
+        pairs: Counter = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += n
+        if not pairs:
+            break
+        best = max(pairs, key=lambda p: (pairs[p], p))
+        words = Counter({merge_word(w, best): n for w, n in words.items()})
+        log.append((pairs[best], sum(len(w) * n for w, n in words.items())))
+    return log
+
+
+@pytest.mark.parametrize("num_shards", [1, 2, 3])
+def test_sharded_merge_loop_logs_the_same(num_shards):
+    # train_bpe shards only large corpora, so drive the merge loop directly. The code fixture has
+    # runs of spaces, whose pairs overlap: there count and shrink differ.
+    text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8") + (FIXTURES_PATH / "code.txt").read_text()
+    counts = Counter(
+        p.encode("utf-8") for d in split_documents(text, [EOT]) for p in regex.findall(GPT2_PATTERN, d)
+    )
+    steps: list[tuple[int, int]] = []
+    train_merges(counts, 300, num_shards=num_shards, merge_log=steps)
+    expected = reference_log_from_counts(counts, 300)
+    tokens = sum(len(w) * n for w, n in counts.items())
+    got = []
+    for count, shrink in steps:
+        tokens -= shrink
+        got.append((count, tokens))
+    assert got == expected
+    assert any(count != shrink for count, shrink in steps)  # overlaps were exercised
+
+
+# --- the log is what encoding gives: the curve without re-encoding ---------------------------------
+
+
+@pytest.mark.parametrize("name", ["english", "code"])
+def test_tokens_equal_the_length_of_the_encoded_corpus(name):
+    path = FIXTURES_PATH / f"{name}.txt"
+    specials = REFERENCE_RUNS[name][1]
+    text = path.read_bytes().decode("utf-8")
+    log: list[tuple[int, int]] = []
+    vocab, merges = train_bpe(path, 700, specials, merge_log=log)
+    tokenizer = Tokenizer(vocab, merges, specials)
+    num_specials = sum(text.count(t) for t in specials)
+    for k in [0, 1, 5, 50, len(merges) // 2, len(merges)]:
+        length = len(truncated(tokenizer, k).encode(text)) - num_specials
+        assert length == (log[k - 1][1] if k else len(text.encode()) - num_specials * len(EOT))
+    curve = compression_curve(log, base_vocab_size=256 + len(specials))
+    assert curve[0] == (256 + len(specials), 1.0)
+    assert [size for size, _ in curve] == list(range(256 + len(specials), len(vocab) + 1))
+    assert all(a[1] < b[1] for a, b in zip(curve, curve[1:]))  # every merge shortens the corpus
+    if merges[0][0] != merges[0][1]:  # then the curve's corpus length is exact
+        corpus_bytes = len(text.encode()) - num_specials * len(EOT)
+        assert [bpt for _, bpt in curve[1:]] == [corpus_bytes / tokens for _, tokens in log]
+
+
+# --- merge_log.tsv ---------------------------------------------------------------------------------
+
+
+def test_bpe_train_writes_the_merge_log(tmp_path, capsys):
+    path = FIXTURES_PATH / "code.txt"
+    assert main(["train", str(path), "--vocab-size", "400", "--special-token", EOT, "--out", str(tmp_path), "--quiet"]) == 0
+    assert "merge_log.tsv" in capsys.readouterr().out
+    lines = (tmp_path / "merge_log.tsv").read_text(encoding="utf-8").splitlines()
+    assert lines[0].split("\t") == COLUMNS == ["rank", "id", "left", "right", "token", "count", "tokens"]
+    reference_log: list[tuple[int, int]] = []
+    _, merges = reference_train_bpe(path.read_bytes().decode("utf-8"), 400, [EOT], merge_log=reference_log)
+    assert len(lines) == 1 + len(merges)
+    for rank, (line, (left, right), (count, tokens)) in enumerate(zip(lines[1:], merges, reference_log)):
+        expected = [str(rank), str(256 + rank), readable_token(left), readable_token(right),
+                    readable_token(left + right), str(count), str(tokens)]
+        assert line.split("\t") == expected
+    assert read_merge_log(tmp_path / "merge_log.tsv") == reference_log
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("", "line 1: expected the header"),
+        ("rank\tid\n", "line 1: expected the header"),
+        ("\t".join(COLUMNS) + "\n0\t256\ta\tb\tab\tmany\t3\n", "line 2: expected 7 tab-separated fields"),
+        ("\t".join(COLUMNS) + "\n1\t257\ta\tb\tab\t2\t3\n", "line 2: rank 1 where 0 was expected"),
+    ],
+)
+def test_bad_merge_log_names_file_and_line(tmp_path, content, message):
+    path = tmp_path / "merge_log.tsv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(message)) as e:
+        read_merge_log(path)
+    assert str(path) in str(e.value)
+
+
+# --- readable tokens -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "token, shown",
+    [
+        (b" the", " the"), ("日本".encode(), "日本"), (b"\xe6\x97", r"\xe6\x97"), (b" \xe6", r" \xe6"),
+        (b"a\tb\nc\r", r"a\tb\nc\r"), (b"back\\slash", r"back\\slash"), (b"\x00\x1f\x7f", r"\x00\x1f\x7f"),
+        ("\u0085".encode(), r"\u0085"), ("\u00a0".encode(), r"\u00a0"), ("\U000e0001".encode(), r"\U000e0001"),
+        (b"\xed\xa0\x80", r"\xed\xa0\x80"),  # an encoded surrogate is not UTF-8
+    ],
+)
+def test_readable_token_examples(token, shown):
+    assert readable_token(token) == shown
+
+
+def unescape(shown: str) -> bytes:
+    """The inverse of readable_token, written independently from its documented escapes."""
+    out = bytearray()
+    for m in re.finditer(r"\\(?:x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8})|(.))|(.)", shown, re.S):
+        hex2, hex4, hex8, escaped, plain = m.groups()
+        if hex2:
+            out.append(int(hex2, 16))
+        elif hex4 or hex8:
+            out += chr(int(hex4 or hex8, 16)).encode()
+        elif escaped:
+            out += {"\\": b"\\", "t": b"\t", "n": b"\n", "r": b"\r"}[escaped]
+        else:
+            out += plain.encode()
+    return bytes(out)
+
+
+@settings(max_examples=EXAMPLES)
+@given(st.binary(max_size=12) | st.text(max_size=6).map(lambda s: s.encode("utf-8", "surrogatepass")))
+def test_readable_token_is_one_line_and_can_be_read_back(token):
+    shown = readable_token(token)
+    assert "\t" not in shown and "\n" not in shown and "\r" not in shown
+    assert unescape(shown) == token
+
+
+def test_inspect_shows_tokens_readably(tmp_path, capsys):
+    assert main(["train", str(FIXTURES_PATH / "english.txt"), "--vocab-size", "300", "--out", str(tmp_path), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", "--tokenizer", str(tmp_path), "a\tb\n日"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == r"[a][\t][b][\n][\xe6][\x97][\xa5]"

@@ -1,0 +1,220 @@
+"""`bpe report`, `bpe vocab` and `bpe stats` with several tokenizers: what they say is checked
+against direct computation (encoding, the merge log, the reference trainer)."""
+
+import re
+import sys
+from collections import Counter
+
+import pytest
+
+from cs336_basics import report
+from cs336_basics.bpe import Tokenizer
+from cs336_basics.cli import main
+from cs336_basics.merge_log import read_merge_log, readable_token
+from tests.common import FIXTURES_PATH
+from tests.reference import reference_train_bpe
+
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tokenizer trained by `bpe train` on the English fixture (vocab 500), and its folder."""
+    out = tmp_path_factory.mktemp("tok")
+    assert main(["train", str(FIXTURES_PATH / "english.txt"), "--vocab-size", "500", "--out", str(out), "--quiet"]) == 0
+    return out, Tokenizer.from_files(out / "vocab.json", out / "merges.txt", [EOT])
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bpe: "), err
+    return err[0]
+
+
+# --- bpe vocab -------------------------------------------------------------------------------------
+
+
+def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
+    folder, tokenizer = trained
+    assert main(["vocab", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split("\t") == ["id", "token", "rank", "left", "right", "count"]
+    rows = [line.split("\t") for line in lines[1:]]
+    assert [int(r[0]) for r in rows] == sorted(tokenizer.vocab) == list(range(500))
+    reference_log: list[tuple[int, int]] = []
+    _, merges = reference_train_bpe((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"), 500, [EOT],
+                                    merge_log=reference_log)
+    for token_id, token, rank, left, right, count in rows:
+        token_id = int(token_id)
+        if token_id < 256:
+            assert (token, rank, left, right, count) == (readable_token(bytes([token_id])), "", "", "", "")
+        elif token_id == 499:
+            assert token == f"{EOT} (special)" and rank == ""
+        else:
+            k = token_id - 256
+            assert (int(rank), left, right, int(count)) == (
+                k, readable_token(merges[k][0]), readable_token(merges[k][1]), reference_log[k][0])
+            assert token == readable_token(merges[k][0] + merges[k][1])
+
+
+def test_vocab_without_a_merge_log_leaves_counts_empty(trained, tmp_path, capsys):
+    folder, _ = trained
+    for name in ("vocab.json", "merges.txt"):
+        (tmp_path / name).write_bytes((folder / name).read_bytes())
+    assert main(["vocab", str(tmp_path)]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows[256][2] == "0" and rows[256][5] == ""
+
+
+def test_vocab_of_a_tokenizer_whose_ids_are_not_in_merge_order():
+    # Pretrained vocabularies need not number tokens in merge order: the merge is found by its bytes.
+    vocab = {i: bytes([i]) for i in range(256)} | {300: b"ab", 256: b"abc"}
+    tokenizer = Tokenizer(vocab, [(b"a", b"b"), (b"ab", b"c")])
+    entries = {e.id: e for e in report.vocab_entries(tokenizer, [(7, 10), (5, 5)])}
+    assert (entries[300].rank, entries[300].pair, entries[300].count) == (0, (b"a", b"b"), 7)
+    assert (entries[256].rank, entries[256].pair, entries[256].count) == (1, (b"ab", b"c"), 5)
+
+
+# --- bpe stats -------------------------------------------------------------------------------------
+
+
+def test_stats_compares_tokenizers_side_by_side(trained, tmp_path, capsys):
+    folder, tokenizer = trained
+    small = tmp_path / "small"
+    assert main(["train", str(FIXTURES_PATH / "english.txt"), "--vocab-size", "300", "--out", str(small), "--quiet"]) == 0
+    capsys.readouterr()
+    path = FIXTURES_PATH / "german.txt"
+    assert main(["stats", "--tokenizer", str(folder), "--tokenizer", str(small), str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    text = path.read_bytes().decode("utf-8")
+    assert lines[0] == f"{path}: {len(text.encode()):,} bytes, {len(text):,} characters"
+    assert lines[1].split() == [str(folder), str(small)]
+    table = {line[:60].strip(): line[60:].split() for line in lines[2:]}
+    table = {re.sub(r"\s+", " ", k): v for k, v in table.items()}
+    small_tok = Tokenizer.from_files(small / "vocab.json", small / "merges.txt", [EOT])
+    for column, tok in enumerate([tokenizer, small_tok]):
+        ids = tok.encode(text)
+        row = {label: values[column] for label, values in table.items()}
+        assert row["tokens"] == f"{len(ids):,}"
+        assert row["bytes per token"] == f"{len(text.encode()) / len(ids):.2f}"
+        assert row["characters per token"] == f"{len(text) / len(ids):.2f}"
+        kinds = Counter(report.classify_token(tok.vocab[i]) for i in ids)
+        assert row["% part of one UTF-8 character"] == f"{100 * kinds['partial'] / len(ids):.2f}"
+
+
+def test_stats_table_lines_up():
+    a = report.TextStats(bytes=10, chars=8, tokens=4, kinds=Counter(word=3, text=1))
+    table = report.stats_table([("first", a), ("a much longer name", a)]).splitlines()
+    assert len({len(line) for line in table}) == 1
+    assert table[2].split()[-2:] == ["2.50", "2.50"] and table[4].split()[-1] == "75.00"
+
+
+# --- truncation (the held-out curve) ----------------------------------------------------------------
+
+
+def test_truncated_tokenizer_is_what_training_with_fewer_merges_gives(trained, tmp_path):
+    _, tokenizer = trained
+    text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
+    for k in (0, 17, 120):
+        vocab, merges = reference_train_bpe(text, 256 + k + 1, [EOT])
+        cut = report.truncated(tokenizer, k)
+        assert cut.merges == merges and sorted(cut.vocab.values()) == sorted(vocab.values())
+        sample = (FIXTURES_PATH / "german.txt").read_bytes().decode("utf-8")[:3000]
+        fresh = Tokenizer(vocab, merges, [EOT])
+        assert [cut.vocab[i] for i in cut.encode(sample)] == [vocab[i] for i in fresh.encode(sample)]
+
+
+# --- the page --------------------------------------------------------------------------------------
+
+
+class FakePretrained:
+    """Stands in for Tokenizer.from_pretrained: one name loads (our own tokenizer), one fails."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __call__(self, name):
+        if name == "gpt2":
+            return self.tokenizer
+        raise OSError(f"no files for {name} here")
+
+
+def test_report_page_is_self_contained_and_says_what_it_measured(trained, monkeypatch):
+    folder, tokenizer = trained
+    monkeypatch.setattr(Tokenizer, "from_pretrained", FakePretrained(tokenizer), raising=False)
+    log = read_merge_log(folder / "merge_log.tsv")
+    held_out = report.read_sample(FIXTURES_PATH / "german.txt", 1 << 20)
+    page = report.build_report(tokenizer, name="english-500", log=log, texts=[held_out])
+
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)  # nothing fetched from outside
+    assert page.count("<svg") == 2 and "<img" not in page
+    text = held_out.text
+    ids = tokenizer.encode(text)
+    ours = f"<td>{len(ids):,}</td><td>{len(text.encode()) / len(ids):.2f}</td><td>{len(text) / len(ids):.2f}</td>"
+    assert page.count(ours) == 2  # ours, and "gpt2" (the fake loads ours)
+    assert "<td>cl100k_base</td><td colspan=\"7\">not available: OSError: no files for cl100k_base here</td>" in page
+    merges_table = page[page.index('id="merges"') :]
+    assert f'<td class="n">{log[0][0]:,}</td>' in merges_table and f'<td class="n">{log[-1][0]:,}</td>' in merges_table
+    sample = report.sample_of(text)
+    assert f'data-tokens="{len(tokenizer.encode(sample))}"' in page
+
+
+def test_report_without_from_pretrained_says_so(trained, monkeypatch):
+    folder, tokenizer = trained
+    monkeypatch.delattr(Tokenizer, "from_pretrained", raising=False)
+    page = report.build_report(tokenizer, name="x", texts=[report.HeldOut("t", "some text")])
+    assert page.count("not available: this version of the package has no Tokenizer.from_pretrained") == 3
+    assert "No merge log" in page
+
+
+def test_held_out_curve_points_are_measured_with_truncated_merges(trained, monkeypatch):
+    _, tokenizer = trained
+    calls = []
+    real = report.truncated
+    monkeypatch.setattr(report, "truncated", lambda tok, k: calls.append(k) or real(tok, k))
+    report.build_report(tokenizer, name="x", texts=[report.HeldOut("t", "some text")], pretrained=[], num_points=5)
+    assert calls == [0, 30, 61, 122]  # 243 merges: 0, 1/8, 1/4, 1/2 (and all, the tokenizer itself)
+
+
+def test_sample_spans_cover_the_text_once(trained):
+    _, tokenizer = trained
+    text = "naïve 日本 <|endoftext|>x\n\ny"
+    spans, count = report._sample_html(tokenizer, text)
+    assert count == len(tokenizer.encode(text)) == spans.count('<span class="t ')
+    shown = "".join(re.findall(r">([^<]*)</span>", spans)).replace("↵", "")
+    assert shown.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") == text
+    assert re.search(r'class="t c\d part"', spans)  # 日 is split into byte tokens: a thin bar before it
+
+
+def test_report_command_writes_the_page(trained, tmp_path, capsys):
+    folder, _ = trained
+    out = tmp_path / "r" / "report.html"
+    argv = ["report", str(folder), str(FIXTURES_PATH / "german.txt"), str(FIXTURES_PATH / "code.txt"),
+            "--out", str(out), "--quiet", "--sample-bytes", "5000"]
+    assert main(argv) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "german.txt, code.txt" in page and 'id="curve-plot"' in page
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_report_without_matplotlib_names_the_extra(trained, tmp_path, capsys, monkeypatch):
+    folder, _ = trained
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    out = tmp_path / "report.html"
+    assert main(["report", str(folder), "--out", str(out), "--quiet"]) == 1
+    line = one_error_line(capsys)
+    assert "matplotlib" in line and "`report` extra" in line and "cs336-basics[report]" in line
+    assert not out.exists()
+
+
+def test_report_bad_input_is_one_line(trained, tmp_path, capsys):
+    folder, _ = trained
+    assert main(["report", str(folder), str(tmp_path / "none.txt"), "--out", str(tmp_path / "r.html")]) == 1
+    assert "input file not found" in one_error_line(capsys)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        (bad / name).write_bytes((folder / name).read_bytes())
+    (bad / "merge_log.tsv").write_text("nonsense\n")
+    assert main(["report", str(bad), "--out", str(tmp_path / "r.html")]) == 1
+    assert "merge_log.tsv, line 1" in one_error_line(capsys)
