@@ -68,10 +68,11 @@ def train_bpe(
     Options: `num_workers` processes count pre-tokens and share the merge loop (default: all cores,
     one for small files); `piece_size` is the most bytes one worker task reads (tests use tiny
     ones). The result depends on neither. `progress` shows progress bars on stderr. A `stats` dict,
-    if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes` and
-    `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
-    pair's count when it was chosen, and the training corpus's length in tokens after the merge
-    (special tokens not counted; before any merge it is the corpus's length in bytes).
+    if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes`,
+    `pretoken_bytes` (the corpus length in bytes without the special tokens) and `num_workers`. A
+    `merge_log` list, if given, receives one `(count, tokens)` per merge: the pair's count when it
+    was chosen, and the training corpus's length in tokens after the merge (special tokens not
+    counted, so it starts from `pretoken_bytes`).
     """
     special_tokens = validate_special_tokens(special_tokens)
     for token in special_tokens:
@@ -109,8 +110,10 @@ def train_bpe(
             on_merge=(lambda k: bar.update(1)) if bar else None,
             merge_log=steps,
         )
+    wanted = stats is not None or merge_log is not None
+    corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
     if merge_log is not None:
-        tokens = sum(len(word) * n for word, n in word_counts.items())
+        tokens = corpus_bytes
         for count, shrink in steps:
             tokens -= shrink
             merge_log.append((count, tokens))
@@ -119,6 +122,7 @@ def train_bpe(
             count_seconds=counted - started,
             merge_seconds=time.perf_counter() - counted,
             distinct_pretokens=len(word_counts),
+            pretoken_bytes=corpus_bytes,
             input_bytes=size,
             num_workers=workers,
         )

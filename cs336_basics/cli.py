@@ -23,7 +23,7 @@ from pathlib import Path
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.gpt2_files import atomic_write_texts
-from cs336_basics.merge_log import read_merge_log, readable_token, write_merge_log
+from cs336_basics.merge_log import MergeLog, read_merge_log, readable_token, write_merge_log
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
 
 DEFAULT_SPECIAL = "<|endoftext|>"
@@ -148,7 +148,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     )
     tokenizer = Tokenizer(vocab, merges, specials)
     tokenizer.save(out / "vocab.json", out / "merges.txt")
-    write_merge_log(out / "merge_log.tsv", merges, log)
+    write_merge_log(out / "merge_log.tsv", merges, MergeLog(stats["pretoken_bytes"], log))
     total = time.perf_counter() - started
 
     sample = _last_megabyte(input_path)
@@ -254,7 +254,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
     print(report.stats_table(columns))
 
 
-def _merge_log_of(folder: str) -> list[tuple[int, int]] | None:
+def _merge_log_of(folder: str) -> MergeLog | None:
     path = Path(folder) / "merge_log.tsv"
     return read_merge_log(path) if path.is_file() else None
 

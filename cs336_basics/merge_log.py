@@ -3,7 +3,7 @@ training corpus became; its file `merge_log.tsv`; and the compression curve it g
 
 The fact it rests on: a merge replaces every occurrence of its pair, so the corpus length in tokens
 after merge k is known during training without encoding anything, and bytes per token at every
-vocabulary size is the corpus length in bytes divided by it. The length falls by the pair's count,
+vocabulary size is the corpus length in bytes (the length before any merge) divided by it. The length falls by the pair's count,
 except where occurrences overlap (`aaa` holds `(a, a)` twice but becomes `aa a`): the trainer measures
 the real fall (see `merge.train_merges`).
 
@@ -12,6 +12,7 @@ the real fall (see `merge.train_merges`).
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from cs336_basics.gpt2_files import atomic_write_texts
@@ -48,24 +49,35 @@ def readable_token(token: bytes) -> str:
     return "".join(out)
 
 
-def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: list[tuple[int, int]]) -> str:
-    """The text of `merge_log.tsv`: a header row, then one row per merge (ranks from 0, ids from 256)."""
-    if len(log) != len(merges):
-        raise ValueError(f"the merge log has {len(log)} entries for {len(merges)} merges")
-    lines = ["\t".join(COLUMNS)]
-    for rank, ((left, right), (count, tokens)) in enumerate(zip(merges, log)):
+@dataclass
+class MergeLog:
+    """What training recorded: the corpus length before any merge (its bytes, special tokens not
+    counted), and for each merge `(count, tokens)`: the pair's count when it was chosen and the
+    corpus length in tokens after the merge."""
+
+    corpus_bytes: int
+    steps: list[tuple[int, int]]
+
+
+def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
+    """The text of `merge_log.tsv`: a header row; a row for the corpus before any merge, whose only
+    field is `tokens` (its length in bytes); then one row per merge (ranks from 0, ids from 256)."""
+    if len(log.steps) != len(merges):
+        raise ValueError(f"the merge log has {len(log.steps)} entries for {len(merges)} merges")
+    lines = ["\t".join(COLUMNS), "\t" * (len(COLUMNS) - 1) + str(log.corpus_bytes)]
+    for rank, ((left, right), (count, tokens)) in enumerate(zip(merges, log.steps)):
         row = [rank, 256 + rank, readable_token(left), readable_token(right), readable_token(left + right), count, tokens]
         lines.append("\t".join(map(str, row)))
     return "\n".join(lines) + "\n"
 
 
-def write_merge_log(path: str | os.PathLike, merges: list[tuple[bytes, bytes]], log: list[tuple[int, int]]) -> None:
+def write_merge_log(path: str | os.PathLike, merges: list[tuple[bytes, bytes]], log: MergeLog) -> None:
     """Write `merge_log.tsv` (see `merge_log_tsv`), all at once or not at all."""
     atomic_write_texts({path: merge_log_tsv(merges, log)})
 
 
-def read_merge_log(path: str | os.PathLike) -> list[tuple[int, int]]:
-    """The `(count, tokens)` of each merge in a `merge_log.tsv`, in rank order.
+def read_merge_log(path: str | os.PathLike) -> MergeLog:
+    """The merge log in a `merge_log.tsv` (see `merge_log_tsv`).
 
     Raises ValueError naming the file and line when it is not such a file.
     """
@@ -76,8 +88,11 @@ def read_merge_log(path: str | os.PathLike) -> list[tuple[int, int]]:
         lines.pop()
     if not lines or lines[0].split("\t") != COLUMNS:
         raise ValueError(f"{path}, line 1: expected the header {' '.join(COLUMNS)!r}")
+    start = lines[1].split("\t") if len(lines) > 1 else []
+    if len(start) != len(COLUMNS) or any(start[:-1]) or not start[-1].isdigit():
+        raise ValueError(f"{path}, line 2: expected the corpus length before any merge, in the tokens column alone")
     log = []
-    for n, line in enumerate(lines[1:], start=2):
+    for n, line in enumerate(lines[2:], start=3):
         fields = line.split("\t")
         try:
             if len(fields) != len(COLUMNS):
@@ -89,20 +104,15 @@ def read_merge_log(path: str | os.PathLike) -> list[tuple[int, int]]:
         if rank != len(log):
             raise ValueError(f"{path}, line {n}: rank {rank} where {len(log)} was expected")
         log.append((count, tokens))
-    return log
+    return MergeLog(int(start[-1]), log)
 
 
-def compression_curve(log: list[tuple[int, int]], *, base_vocab_size: int = 256) -> list[tuple[int, float]]:
+def compression_curve(log: MergeLog, *, base_vocab_size: int = 256) -> list[tuple[int, float]]:
     """Bytes per token on the training corpus at every vocabulary size, from the merge log alone.
 
     The first point is `base_vocab_size` (the 256 bytes, plus special tokens if counted) at 1.0
-    byte per token; then one point per merge. The corpus length in bytes is the length after the
-    first merge plus the first merge's count, which is exact unless the first pair's two tokens
-    are the same byte (overlapping occurrences merge fewer times than they count).
+    byte per token; then one point per merge.
     """
-    if not log:
-        return [(base_vocab_size, 1.0)]
-    corpus_bytes = log[0][1] + log[0][0]
     return [(base_vocab_size, 1.0)] + [
-        (base_vocab_size + k + 1, corpus_bytes / max(tokens, 1)) for k, (_, tokens) in enumerate(log)
+        (base_vocab_size + k + 1, log.corpus_bytes / max(tokens, 1)) for k, (_, tokens) in enumerate(log.steps)
     ]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cs336_basics import corpus
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.merge_log import compression_curve, readable_token
+from cs336_basics.merge_log import MergeLog, compression_curve, readable_token
 
 PRETRAINED = ["gpt2", "cl100k_base", "o200k_base"]
 
@@ -124,13 +124,13 @@ class VocabEntry:
     count: int | None = None
 
 
-def vocab_entries(tokenizer: Tokenizer, log: list[tuple[int, int]] | None = None) -> list[VocabEntry]:
+def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[VocabEntry]:
     """Every token in id order, with the merge that made it (the first merge giving its bytes) and,
     when a merge log of the same length is given, that merge's count."""
     made_by: dict[bytes, int] = {}
     for rank, (left, right) in enumerate(tokenizer.merges):
         made_by.setdefault(left + right, rank)
-    counts = [count for count, _ in log] if log is not None and len(log) == len(tokenizer.merges) else None
+    counts = [count for count, _ in log.steps] if log is not None and len(log.steps) == len(tokenizer.merges) else None
     specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
     entries = []
     for token_id in sorted(tokenizer.vocab):
@@ -242,7 +242,7 @@ def build_report(
     tokenizer: Tokenizer,
     *,
     name: str,
-    log: list[tuple[int, int]] | None = None,
+    log: MergeLog | None = None,
     texts: list[HeldOut] = (),
     pretrained: list[str] = PRETRAINED,
     num_points: int = 7,
@@ -273,7 +273,7 @@ def build_report(
     specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
     base = 256 + len(tokenizer.special_tokens)
     merges = tokenizer.merges
-    if log is not None and len(log) != len(merges):
+    if log is not None and len(log.steps) != len(merges):
         log = None  # not this tokenizer's log
     try:
         ours = TextStats()
@@ -344,11 +344,17 @@ def _curve_plot(plt, training: list[tuple[int, float]], held_out: list[tuple[int
 
 
 def _length_plot(plt, tokenizer: Tokenizer, specials: list[bytes]) -> str:
-    lengths = [len(t) for t in tokenizer.vocab.values() if t not in specials]
+    lengths = sorted(len(t) for t in tokenizer.vocab.values() if t not in specials)
+    # A few very long tokens (runs of one character) would squeeze the rest into a corner: the last
+    # bar gathers everything from the 99.5th percentile on.
+    top = max(lengths[int(0.995 * (len(lengths) - 1))], min(lengths[-1], 12))
     fig, ax = plt.subplots(figsize=(5.2, 3.3))
-    top = max(lengths)
-    ax.hist(lengths, bins=range(1, top + 2), align="left", rwidth=0.85, color="#0d9488")
-    ax.set_xlabel("token length in bytes")
+    ax.hist([min(n, top) for n in lengths], bins=range(1, top + 2), align="left", rwidth=0.85, color="#0d9488")
+    if lengths[-1] > top:
+        longer = sum(n >= top for n in lengths)
+        ax.set_xlabel(f"token length in bytes (the last bar: {longer:,} tokens of {top} to {lengths[-1]} bytes)")
+    else:
+        ax.set_xlabel("token length in bytes")
     ax.set_ylabel("tokens in the vocabulary")
     ax.set_xlim(0.3, top + 0.7)
     ax.grid(True, axis="y", color="#e5e7eb", linewidth=0.8)
@@ -392,9 +398,15 @@ def _sample_html(tokenizer: Tokenizer, text: str) -> tuple[str, int]:
     return "".join(spans), len(ids)
 
 
-def _code(token: bytes) -> str:
-    """A token's readable form for the page, with its spaces shown as a faint ␣."""
-    return "<code>" + html.escape(readable_token(token)).replace(" ", '<span class="sp">␣</span>') + "</code>"
+def _code(token: bytes, limit: int = 16) -> str:
+    """A token's readable form for the page, spaces shown as a faint ␣, shortened past `limit`
+    characters (hover shows it whole)."""
+    shown = readable_token(token)
+    title = ""
+    if len(shown) > limit:
+        title = f' title="{html.escape(shown)} ({len(token)} bytes)"'
+        shown = shown[: limit - 1] + "…"
+    return f"<code{title}>" + html.escape(shown).replace(" ", '<span class="sp">␣</span>') + "</code>"
 
 
 def _fmt(x: float) -> str:
@@ -412,9 +424,9 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, plot
         ("merges", f"{len(merges):,}"),
         ("special tokens", ", ".join(tokenizer.special_tokens) or "none"),
     ]
-    if log:
-        corpus_bytes = log[0][0] + log[0][1]
-        summary.append(("training corpus", f"{corpus_bytes:,} bytes → {log[-1][1]:,} tokens"))
+    if log is not None:
+        tokens = log.steps[-1][1] if log.steps else log.corpus_bytes
+        summary.append(("training corpus", f"{log.corpus_bytes:,} bytes → {tokens:,} tokens"))
         summary.append(("on the training corpus", f"{_fmt(training[-1][1])} bytes per token"))
     if texts:
         summary.append(("on the held-out text", f"{_fmt(ours.bytes_per_token)} bytes, {_fmt(ours.chars_per_token)} characters per token"))
@@ -430,7 +442,7 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, plot
     else:
         add('<p class="missing">No merge log (merge_log.tsv, written by <code>bpe train --out DIR</code>) and no held-out '
             "text: no curve to draw.</p>")
-    if not log:
+    if log is None:
         add('<p class="missing">No merge log for this tokenizer, so no training curve and no merge counts.</p>')
     add("</section>")
 
@@ -476,7 +488,7 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, plot
             "<th>left</th><th>right</th><th>token</th><th>count</th></tr></thead><tbody>")
         for r in ranks:
             left, right = merges[r]
-            count = f"{log[r][0]:,}" if log else "?"
+            count = f"{log.steps[r][0]:,}" if log is not None else "?"
             add(f"<tr><td>{r}</td><td>{256 + r}</td><td>{_code(left)}</td><td>{_code(right)}</td>"
                 f'<td>{_code(left + right)}</td><td class="n">{count}</td></tr>')
         add("</tbody></table></div>")
@@ -518,7 +530,7 @@ _STYLE = """
 :root { --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb; --bg: #f8fafc; }
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--ink);
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Noto Sans CJK SC", sans-serif; }
 main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 48px; }
 header h1 { margin: 0 0 16px; font-size: 26px; word-break: break-all; }
 .kicker { margin: 0; color: var(--muted); text-transform: uppercase; letter-spacing: .08em; font-size: 12px; }

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.merge import train_merges
-from cs336_basics.merge_log import COLUMNS, compression_curve, read_merge_log, readable_token
+from cs336_basics.merge_log import COLUMNS, MergeLog, compression_curve, read_merge_log, readable_token
 from cs336_basics.report import truncated
 from tests.common import FIXTURES_PATH
 from tests.reference import GPT2_PATTERN, REFERENCE_RUNS, merge_word, reference_train_bpe, split_documents
@@ -133,19 +133,20 @@ def test_tokens_equal_the_length_of_the_encoded_corpus(name):
     specials = REFERENCE_RUNS[name][1]
     text = path.read_bytes().decode("utf-8")
     log: list[tuple[int, int]] = []
-    vocab, merges = train_bpe(path, 700, specials, merge_log=log)
+    stats: dict = {}
+    vocab, merges = train_bpe(path, 700, specials, merge_log=log, stats=stats)
     tokenizer = Tokenizer(vocab, merges, specials)
     num_specials = sum(text.count(t) for t in specials)
+    corpus_bytes = len(text.encode()) - num_specials * len(EOT)
+    assert stats["pretoken_bytes"] == corpus_bytes
     for k in [0, 1, 5, 50, len(merges) // 2, len(merges)]:
         length = len(truncated(tokenizer, k).encode(text)) - num_specials
-        assert length == (log[k - 1][1] if k else len(text.encode()) - num_specials * len(EOT))
-    curve = compression_curve(log, base_vocab_size=256 + len(specials))
+        assert length == (log[k - 1][1] if k else corpus_bytes)
+    curve = compression_curve(MergeLog(corpus_bytes, log), base_vocab_size=256 + len(specials))
     assert curve[0] == (256 + len(specials), 1.0)
     assert [size for size, _ in curve] == list(range(256 + len(specials), len(vocab) + 1))
+    assert [bpt for _, bpt in curve[1:]] == [corpus_bytes / tokens for _, tokens in log]
     assert all(a[1] < b[1] for a, b in zip(curve, curve[1:]))  # every merge shortens the corpus
-    if merges[0][0] != merges[0][1]:  # then the curve's corpus length is exact
-        corpus_bytes = len(text.encode()) - num_specials * len(EOT)
-        assert [bpt for _, bpt in curve[1:]] == [corpus_bytes / tokens for _, tokens in log]
 
 
 # --- merge_log.tsv ---------------------------------------------------------------------------------
@@ -159,12 +160,15 @@ def test_bpe_train_writes_the_merge_log(tmp_path, capsys):
     assert lines[0].split("\t") == COLUMNS == ["rank", "id", "left", "right", "token", "count", "tokens"]
     reference_log: list[tuple[int, int]] = []
     _, merges = reference_train_bpe(path.read_bytes().decode("utf-8"), 400, [EOT], merge_log=reference_log)
-    assert len(lines) == 1 + len(merges)
-    for rank, (line, (left, right), (count, tokens)) in enumerate(zip(lines[1:], merges, reference_log)):
+    assert len(lines) == 2 + len(merges)
+    text = path.read_bytes().decode("utf-8")
+    corpus_bytes = len(text.encode()) - text.count(EOT) * len(EOT)
+    assert lines[1].split("\t") == [""] * 6 + [str(corpus_bytes)]  # the corpus before any merge
+    for rank, (line, (left, right), (count, tokens)) in enumerate(zip(lines[2:], merges, reference_log)):
         expected = [str(rank), str(256 + rank), readable_token(left), readable_token(right),
                     readable_token(left + right), str(count), str(tokens)]
         assert line.split("\t") == expected
-    assert read_merge_log(tmp_path / "merge_log.tsv") == reference_log
+    assert read_merge_log(tmp_path / "merge_log.tsv") == MergeLog(corpus_bytes, reference_log)
 
 
 @pytest.mark.parametrize(
@@ -172,8 +176,9 @@ def test_bpe_train_writes_the_merge_log(tmp_path, capsys):
     [
         ("", "line 1: expected the header"),
         ("rank\tid\n", "line 1: expected the header"),
-        ("\t".join(COLUMNS) + "\n0\t256\ta\tb\tab\tmany\t3\n", "line 2: expected 7 tab-separated fields"),
-        ("\t".join(COLUMNS) + "\n1\t257\ta\tb\tab\t2\t3\n", "line 2: rank 1 where 0 was expected"),
+        ("\t".join(COLUMNS) + "\n0\t256\ta\tb\tab\t2\t3\n", "line 2: expected the corpus length before any merge"),
+        ("\t".join(COLUMNS) + "\n\t\t\t\t\t\t5\n0\t256\ta\tb\tab\tmany\t3\n", "line 3: expected 7 tab-separated fields"),
+        ("\t".join(COLUMNS) + "\n\t\t\t\t\t\t5\n1\t257\ta\tb\tab\t2\t3\n", "line 3: rank 1 where 0 was expected"),
     ],
 )
 def test_bad_merge_log_names_file_and_line(tmp_path, content, message):

@@ -10,7 +10,7 @@ import pytest
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
-from cs336_basics.merge_log import read_merge_log, readable_token
+from cs336_basics.merge_log import MergeLog, read_merge_log, readable_token
 from tests.common import FIXTURES_PATH
 from tests.reference import reference_train_bpe
 
@@ -70,7 +70,7 @@ def test_vocab_of_a_tokenizer_whose_ids_are_not_in_merge_order():
     # Pretrained vocabularies need not number tokens in merge order: the merge is found by its bytes.
     vocab = {i: bytes([i]) for i in range(256)} | {300: b"ab", 256: b"abc"}
     tokenizer = Tokenizer(vocab, [(b"a", b"b"), (b"ab", b"c")])
-    entries = {e.id: e for e in report.vocab_entries(tokenizer, [(7, 10), (5, 5)])}
+    entries = {e.id: e for e in report.vocab_entries(tokenizer, MergeLog(12, [(7, 10), (5, 5)]))}
     assert (entries[300].rank, entries[300].pair, entries[300].count) == (0, (b"a", b"b"), 7)
     assert (entries[256].rank, entries[256].pair, entries[256].count) == (1, (b"ab", b"c"), 5)
 
@@ -154,7 +154,9 @@ def test_report_page_is_self_contained_and_says_what_it_measured(trained, monkey
     assert page.count(ours) == 2  # ours, and "gpt2" (the fake loads ours)
     assert "<td>cl100k_base</td><td colspan=\"7\">not available: OSError: no files for cl100k_base here</td>" in page
     merges_table = page[page.index('id="merges"') :]
-    assert f'<td class="n">{log[0][0]:,}</td>' in merges_table and f'<td class="n">{log[-1][0]:,}</td>' in merges_table
+    first, last = log.steps[0][0], log.steps[-1][0]
+    assert f'<td class="n">{first:,}</td>' in merges_table and f'<td class="n">{last:,}</td>' in merges_table
+    assert f"{log.corpus_bytes:,} bytes → {log.steps[-1][1]:,} tokens" in page
     sample = report.sample_of(text)
     assert f'data-tokens="{len(tokenizer.encode(sample))}"' in page
 

@@ -13,7 +13,7 @@ import pytest
 
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, train_bpe
-from cs336_basics.merge_log import compression_curve
+from cs336_basics.merge_log import MergeLog, compression_curve
 from tests.common import FIXTURES_PATH
 
 EOT = "<|endoftext|>"
@@ -90,8 +90,10 @@ class Dom(HTMLParser):
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     folder = tmp_path_factory.mktemp("report")
-    log: list[tuple[int, int]] = []
-    vocab, merges = train_bpe(FIXTURES_PATH / "english.txt", 700, [EOT], merge_log=log)
+    steps: list[tuple[int, int]] = []
+    stats: dict = {}
+    vocab, merges = train_bpe(FIXTURES_PATH / "english.txt", 700, [EOT], merge_log=steps, stats=stats)
+    log = MergeLog(stats["pretoken_bytes"], steps)
     tokenizer = Tokenizer(vocab, merges, [EOT])
     texts = [report.read_sample(FIXTURES_PATH / name, 1 << 20) for name in ("german.txt", "chinese.txt")]
     html_path = folder / "report.html"
