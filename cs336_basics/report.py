@@ -126,11 +126,12 @@ class VocabEntry:
 
 def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[VocabEntry]:
     """Every token in id order, with the merge that made it (the first merge giving its bytes) and,
-    when a merge log of the same length is given, that merge's count."""
+    when its merge log is given, that merge's count."""
+    _check_log(tokenizer, log)
     made_by: dict[bytes, int] = {}
     for rank, (left, right) in enumerate(tokenizer.merges):
         made_by.setdefault(left + right, rank)
-    counts = [count for count, _ in log.steps] if log is not None and len(log.steps) == len(tokenizer.merges) else None
+    counts = [count for count, _ in log.steps] if log is not None else None
     specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
     entries = []
     for token_id in sorted(tokenizer.vocab):
@@ -142,6 +143,14 @@ def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[Voc
             entry.count = counts[rank] if counts is not None else None
         entries.append(entry)
     return entries
+
+
+def _check_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
+    if log is not None and len(log.steps) != len(tokenizer.merges):
+        raise ValueError(
+            f"the merge log has {len(log.steps):,} merges and the tokenizer {len(tokenizer.merges):,}: "
+            "it is another tokenizer's log (bpe train --out DIR writes both together)"
+        )
 
 
 def vocab_tsv_lines(entries: Iterable[VocabEntry]) -> Iterable[str]:
@@ -257,57 +266,48 @@ def build_report(
     Raises MissingExtra when matplotlib is not installed.
     """
     plt = _pyplot()
-    steps = (num_points + len(pretrained) + 1) if texts else 0
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=steps, unit="step", desc="report")
-    else:
-        bar = None
-
-    def step(what: str) -> None:
-        if bar is not None:
-            bar.set_postfix_str(what)
-            bar.update(1)
-
     specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
     base = 256 + len(tokenizer.special_tokens)
     merges = tokenizer.merges
-    if log is not None and len(log.steps) != len(merges):
-        log = None  # not this tokenizer's log
+    _check_log(tokenizer, log)
+    # Held-out curve: the same text with the merges cut at a handful of sizes (all of them is ours).
+    points = sorted({round(len(merges) * f) for f in _fractions(num_points)})
+    sizes = [k for k in points if k < len(merges)] if texts else []
+    bar = None
+    if progress and texts:
+        from tqdm import tqdm
+
+        bar = tqdm(total=1 + len(sizes) + len(pretrained), unit="step", desc="report")
+
+    def measure(tok: Tokenizer, what: str) -> TextStats:
+        if bar is not None:
+            bar.set_postfix_str(what, refresh=True)
+        stats = TextStats()
+        for t in texts:
+            stats.add(tok, t.text)
+        if bar is not None:
+            bar.update(1)
+        return stats
+
+    held_out: list[tuple[int, float]] = []
+    others: list[tuple[str, TextStats | None, str]] = []
     try:
-        ours = TextStats()
+        ours = measure(tokenizer, "ours") if texts else TextStats()
+        for k in sizes:
+            held_out.append((base + k, measure(truncated(tokenizer, k), f"{base + k:,} tokens").bytes_per_token))
         if texts:
-            for t in texts:
-                ours.add(tokenizer, t.text)
-            step("ours")
-
-        # Held-out curve: the same text with the merges cut at a handful of sizes.
-        held_out: list[tuple[int, float]] = []
-        if texts:
-            sizes = sorted({round(len(merges) * f) for f in _fractions(num_points)})
-            for k in sizes:
-                cut = tokenizer if k == len(merges) else truncated(tokenizer, k)
-                s = TextStats()
-                for t in texts:
-                    s.add(cut, t.text)
-                held_out.append((base + k, s.bytes_per_token))
-                step(f"{base + k} tokens")
-
-        others: list[tuple[str, TextStats | None, str]] = []
-        if texts:
+            held_out.append((base + len(merges), ours.bytes_per_token))
             for pname in pretrained:
                 other, reason = load_pretrained(pname)
-                s = None
+                stats = None
                 if other is not None:
-                    s = TextStats()
                     try:
-                        for t in texts:
-                            s.add(other, t.text)
-                    except Exception as e:
-                        s, reason = None, f"{type(e).__name__}: {e}".splitlines()[0][:200]
-                others.append((pname, s, reason))
-                step(pname)
+                        stats = measure(other, pname)
+                    except Exception as e:  # a tokenizer that cannot encode this text only loses its row
+                        reason = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+                elif bar is not None:
+                    bar.update(1)
+                others.append((pname, stats, reason))
     finally:
         if bar is not None:
             bar.close()
@@ -318,7 +318,7 @@ def build_report(
         "lengths": _length_plot(plt, tokenizer, specials),
     }
     return _page(tokenizer, name=name, log=log, texts=texts, ours=ours, others=others, training=training,
-                 held_out=held_out, plots=plots, sample_chars=sample_chars)
+                 held_out=held_out, points=[base + k for k in points], plots=plots, sample_chars=sample_chars)
 
 
 def _fractions(n: int) -> list[float]:
@@ -413,7 +413,7 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, plots, sample_chars) -> str:
+def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, points, plots, sample_chars) -> str:
     e = html.escape
     merges = tokenizer.merges
     parts: list[str] = []
@@ -435,10 +435,23 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, plot
     # Compression curves.
     add('<section id="compression"><h2>Compression as the vocabulary grows</h2>')
     if plots["curve"]:
-        add('<p class="note">Bytes per token (higher is better). The training curve is read from the merge log at every '
-            "vocabulary size without encoding anything; the held-out points encode the text again with the merges cut "
-            "at that size.</p>")
+        note = "Bytes per token (higher is better)."
+        if training:
+            note += " The training curve is read from the merge log at every vocabulary size, without encoding anything."
+        if held_out:
+            note += " The held-out points encode the text again with the merges cut at that size."
+        add(f'<p class="note">{note}</p>')
         add(f'<figure class="plot" id="curve-plot">{plots["curve"]}</figure>')
+        on_training = dict(training)
+        on_held_out = dict(held_out)
+        cells = lambda values: "".join(f"<td>{_fmt(values[p])}</td>" if p in values else "<td>–</td>" for p in points)
+        add('<table class="num points"><thead><tr><th>vocabulary size</th>'
+            + "".join(f"<th>{p:,}</th>" for p in points) + "</tr></thead><tbody>")
+        if training:
+            add(f"<tr><td>training corpus</td>{cells(on_training)}</tr>")
+        if held_out:
+            add(f"<tr><td>held-out text</td>{cells(on_held_out)}</tr>")
+        add("</tbody></table>")
     else:
         add('<p class="missing">No merge log (merge_log.tsv, written by <code>bpe train --out DIR</code>) and no held-out '
             "text: no curve to draw.</p>")

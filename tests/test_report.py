@@ -10,7 +10,7 @@ import pytest
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
-from cs336_basics.merge_log import MergeLog, read_merge_log, readable_token
+from cs336_basics.merge_log import MergeLog, compression_curve, read_merge_log, readable_token
 from tests.common import FIXTURES_PATH
 from tests.reference import reference_train_bpe
 
@@ -157,6 +157,13 @@ def test_report_page_is_self_contained_and_says_what_it_measured(trained, monkey
     first, last = log.steps[0][0], log.steps[-1][0]
     assert f'<td class="n">{first:,}</td>' in merges_table and f'<td class="n">{last:,}</td>' in merges_table
     assert f"{log.corpus_bytes:,} bytes → {log.steps[-1][1]:,} tokens" in page
+    # The table under the curve: training values from the log, held-out ones from encoding again.
+    sizes = [257, 265, 272, 287, 318, 379, 500]  # 243 merges: 0, 1/32, 1/16, 1/8, 1/4, 1/2, all of them
+    curve = dict(compression_curve(log, base_vocab_size=257))
+    held = [len(text.encode()) / len(report.truncated(tokenizer, s - 257).encode(text)) for s in sizes]
+    assert "".join(f"<th>{s:,}</th>" for s in sizes) in page
+    assert "<td>training corpus</td>" + "".join(f"<td>{curve[s]:.2f}</td>" for s in sizes) in page
+    assert "<td>held-out text</td>" + "".join(f"<td>{h:.2f}</td>" for h in held) in page
     sample = report.sample_of(text)
     assert f'data-tokens="{len(tokenizer.encode(sample))}"' in page
 
@@ -220,3 +227,9 @@ def test_report_bad_input_is_one_line(trained, tmp_path, capsys):
     (bad / "merge_log.tsv").write_text("nonsense\n")
     assert main(["report", str(bad), "--out", str(tmp_path / "r.html")]) == 1
     assert "merge_log.tsv, line 1" in one_error_line(capsys)
+    lines = (folder / "merge_log.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (bad / "merge_log.tsv").write_text("".join(lines[:-1]), encoding="utf-8")
+    for command in (["report", str(bad), "--out", str(tmp_path / "r.html")], ["vocab", str(bad)]):
+        assert main(command) == 1
+        assert "the merge log has 242 merges and the tokenizer 243" in one_error_line(capsys)
+    assert not (tmp_path / "r.html").exists()
