@@ -22,8 +22,8 @@ from pathlib import Path
 
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
-from cs336_basics.gpt2_files import atomic_write_texts
-from cs336_basics.merge_log import MergeLog, read_merge_log, readable_token, write_merge_log
+from cs336_basics.gpt2_files import atomic_write_texts, vocab_and_merges_texts
+from cs336_basics.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
 
 DEFAULT_SPECIAL = "<|endoftext|>"
@@ -147,8 +147,10 @@ def cmd_train(args: argparse.Namespace) -> None:
         merge_log=log,
     )
     tokenizer = Tokenizer(vocab, merges, specials)
-    tokenizer.save(out / "vocab.json", out / "merges.txt")
-    write_merge_log(out / "merge_log.tsv", merges, MergeLog(stats["pretoken_bytes"], log))
+    # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
+    vocab_text, merges_text = vocab_and_merges_texts(vocab, merges, specials)
+    log_text = merge_log_tsv(merges, MergeLog(stats["pretoken_bytes"], log))
+    atomic_write_texts({out / "vocab.json": vocab_text, out / "merges.txt": merges_text, out / "merge_log.tsv": log_text})
     total = time.perf_counter() - started
 
     sample = _last_megabyte(input_path)

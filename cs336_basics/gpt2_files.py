@@ -106,6 +106,15 @@ def save_vocab_and_merges(
 
     Tokens equal to the UTF-8 bytes of a special token are written as the special token's text.
     """
+    vocab_text, merges_text = vocab_and_merges_texts(vocab, merges, special_tokens)
+    atomic_write_texts({vocab_path: vocab_text, merges_path: merges_text})
+
+
+def vocab_and_merges_texts(
+    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: Iterable[str] = ()
+) -> tuple[str, str]:
+    """The texts of `vocab.json` and `merges.txt` (see `save_vocab_and_merges`), to write together
+    with other files."""
     specials = {s.encode("utf-8"): s for s in special_tokens}
     spelled = {}
     for token_id in sorted(vocab):
@@ -117,7 +126,7 @@ def save_vocab_and_merges(
     # The version line also names the vocab.json it belongs to; other readers skip the whole line.
     header = f"#version: 0.2 {_VOCAB_SHA256}{hashlib.sha256(vocab_text.encode('utf-8')).hexdigest()}"
     lines = [header] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
-    atomic_write_texts({vocab_path: vocab_text, merges_path: "\n".join(lines) + "\n"})
+    return vocab_text, "\n".join(lines) + "\n"
 
 
 def load_vocab_and_merges(

@@ -15,8 +15,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cs336_basics.gpt2_files import atomic_write_texts
-
 COLUMNS = ["rank", "id", "left", "right", "token", "count", "tokens"]
 
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
@@ -57,6 +55,7 @@ class MergeLog:
 
     corpus_bytes: int
     steps: list[tuple[int, int]]
+    merged: list[str] | None = None  # each merge's new token as `readable_token` shows it, when read from a file
 
 
 def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
@@ -69,11 +68,6 @@ def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
         row = [rank, 256 + rank, readable_token(left), readable_token(right), readable_token(left + right), count, tokens]
         lines.append("\t".join(map(str, row)))
     return "\n".join(lines) + "\n"
-
-
-def write_merge_log(path: str | os.PathLike, merges: list[tuple[bytes, bytes]], log: MergeLog) -> None:
-    """Write `merge_log.tsv` (see `merge_log_tsv`), all at once or not at all."""
-    atomic_write_texts({path: merge_log_tsv(merges, log)})
 
 
 def read_merge_log(path: str | os.PathLike) -> MergeLog:
@@ -91,7 +85,7 @@ def read_merge_log(path: str | os.PathLike) -> MergeLog:
     start = lines[1].split("\t") if len(lines) > 1 else []
     if len(start) != len(COLUMNS) or any(start[:-1]) or not start[-1].isdigit():
         raise ValueError(f"{path}, line 2: expected the corpus length before any merge, in the tokens column alone")
-    log = []
+    log, merged = [], []
     for n, line in enumerate(lines[2:], start=3):
         fields = line.split("\t")
         try:
@@ -104,7 +98,8 @@ def read_merge_log(path: str | os.PathLike) -> MergeLog:
         if rank != len(log):
             raise ValueError(f"{path}, line {n}: rank {rank} where {len(log)} was expected")
         log.append((count, tokens))
-    return MergeLog(int(start[-1]), log)
+        merged.append(fields[4])
+    return MergeLog(int(start[-1]), log, merged)
 
 
 def compression_curve(log: MergeLog, *, base_vocab_size: int = 256) -> list[tuple[int, float]]:

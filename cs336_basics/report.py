@@ -146,11 +146,19 @@ def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[Voc
 
 
 def _check_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
-    if log is not None and len(log.steps) != len(tokenizer.merges):
-        raise ValueError(
-            f"the merge log has {len(log.steps):,} merges and the tokenizer {len(tokenizer.merges):,}: "
-            "it is another tokenizer's log (bpe train --out DIR writes both together)"
-        )
+    """Refuse a merge log that does not record this tokenizer's merges (another run's, or a mix)."""
+    if log is None:
+        return
+    problem = None
+    if len(log.steps) != len(tokenizer.merges):
+        problem = f"has {len(log.steps):,} merges and the tokenizer {len(tokenizer.merges):,}"
+    elif log.merged is not None:
+        for rank, ((left, right), shown) in enumerate(zip(tokenizer.merges, log.merged)):
+            if readable_token(left + right) != shown:
+                problem = f"makes {shown!r} at rank {rank} where the tokenizer makes {readable_token(left + right)!r}"
+                break
+    if problem:
+        raise ValueError(f"the merge log {problem}: it is another tokenizer's log (bpe train --out DIR writes both)")
 
 
 def vocab_tsv_lines(entries: Iterable[VocabEntry]) -> Iterable[str]:

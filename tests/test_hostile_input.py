@@ -37,8 +37,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main as bpe_main
+from cs336_basics.merge_log import read_merge_log
 from tests.common import FIXTURES_PATH, gpt2_bytes_to_unicode, gpt2_files, tiktoken_for, tiktoken_gpt2
 from tests.reference import reference_encode, reference_train_bpe
 
@@ -658,7 +660,7 @@ def test_cli_good_input_works(tmp_path, capsys, cli_inputs):
     assert run_bpe(capsys, ["train", cli_inputs["good"], "--vocab-size", "300", "--out", str(out), "--quiet"])[0] == 0
     code, _, err = run_bpe(capsys, ["encode", cli_inputs["good"], "--tokenizer", str(out), "--out", str(out / "x.npy"), "--quiet"])
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["merges.txt", "vocab.json", "x.npy"]
+    assert sorted(p.name for p in out.iterdir()) == ["merge_log.tsv", "merges.txt", "vocab.json", "x.npy"]
     code, text, err = run_bpe(capsys, ["decode", str(out / "x.npy"), "--tokenizer", str(out)])
     assert code == 0 and text == Path(cli_inputs["good"]).read_text(encoding="utf-8"), err
 
@@ -829,7 +831,7 @@ def kill_setup(tmp_path_factory):
     _run([*BPE, *encode_args("corpus.txt", d / "old.npy")], d)
     encode_seconds = _run([*BPE, *encode_args("other.txt", d / "new.npy")], d)
 
-    tokenizer_files = ["vocab.json", "merges.txt"]
+    tokenizer_files = ["vocab.json", "merges.txt", "merge_log.tsv"]
     return {
         "train": dict(
             names=tokenizer_files,
@@ -866,10 +868,11 @@ def _check_killed_run(folder, names, versions, sig, label) -> tuple[list[str], s
     which = next((k for k, v in versions.items() if v == found), None)
     kinds = [next((k for k, v in versions.items() if v[i] == found[i]), "missing" if found[i] is None else "other")
              for i in range(len(names))]
-    if which is None and sig == signal.SIGKILL and set(kinds) == {"old", "new"} and len(names) == 2:
-        # SIGKILL between the two renames cannot be prevented; loading must then refuse the pair.
-        with pytest.raises(ValueError, match="was written with another vocab.json"):
-            Tokenizer.from_files(folder / names[0], folder / names[1], [EOT])
+    if which is None and sig == signal.SIGKILL and set(kinds) == {"old", "new"} and names[0] == "vocab.json":
+        # SIGKILL between two renames cannot be prevented; loading must then refuse the mix.
+        with pytest.raises(ValueError, match="was written with another vocab.json|another tokenizer's log"):
+            tokenizer = Tokenizer.from_files(folder / names[0], folder / names[1], [EOT])
+            report.vocab_entries(tokenizer, read_merge_log(folder / "merge_log.tsv"))
         which = "mixed, refused on loading"
     elif which is None:
         parts = [f"{n} is {kind}" for n, kind in zip(names, kinds)]

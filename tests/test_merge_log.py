@@ -168,7 +168,8 @@ def test_bpe_train_writes_the_merge_log(tmp_path, capsys):
         expected = [str(rank), str(256 + rank), readable_token(left), readable_token(right),
                     readable_token(left + right), str(count), str(tokens)]
         assert line.split("\t") == expected
-    assert read_merge_log(tmp_path / "merge_log.tsv") == MergeLog(corpus_bytes, reference_log)
+    merged = [readable_token(left + right) for left, right in merges]
+    assert read_merge_log(tmp_path / "merge_log.tsv") == MergeLog(corpus_bytes, reference_log, merged)
 
 
 @pytest.mark.parametrize(
