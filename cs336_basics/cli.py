@@ -247,23 +247,36 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 def cmd_stats(args: argparse.Namespace) -> None:
     tokenizers = [(name, load_tokenizer(name, args.special_token)) for name in args.tokenizer]
     path = _readable_file(Path(args.input))
+    size = path.stat().st_size
+    from tqdm import tqdm
+
     columns = []
-    for name, tokenizer in tokenizers:
-        stats = report.measure_file(tokenizer, path)
-        columns.append((name, stats))
+    with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=args.quiet) as bar:
+        for name, tokenizer in tokenizers:
+            done = bar.n
+            stats = report.measure_file(tokenizer, path, on_progress=lambda n: bar.update(done + n - bar.n))
+            columns.append((name, stats))
     first = columns[0][1]
     print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
     print(report.stats_table(columns))
 
 
-def _merge_log_of(folder: str) -> MergeLog | None:
+def _merge_log_of(folder: str, tokenizer: Tokenizer) -> MergeLog | None:
+    """The merge log saved beside the tokenizer in `folder`, if there is one, checked to be its own."""
     path = Path(folder) / "merge_log.tsv"
-    return read_merge_log(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    log = read_merge_log(path)
+    try:
+        report.check_merge_log(tokenizer, log)
+    except ValueError as e:
+        raise CommandError(f"{path}: {e}") from None
+    return log
 
 
 def cmd_vocab(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.dir, args.special_token)
-    for line in report.vocab_tsv_lines(report.vocab_entries(tokenizer, _merge_log_of(args.dir))):
+    for line in report.vocab_tsv_lines(report.vocab_entries(tokenizer, _merge_log_of(args.dir, tokenizer))):
         print(line)
 
 
@@ -277,7 +290,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
     try:
         page = report.build_report(
-            tokenizer, name=args.dir, log=_merge_log_of(args.dir), texts=texts, progress=not args.quiet
+            tokenizer, name=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts, progress=not args.quiet
         )
     except report.MissingExtra as e:
         raise CommandError(str(e)) from None
@@ -333,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input")
     p.add_argument("--tokenizer", required=True, action="append", metavar="DIR", help="repeat to compare tokenizers")
     specials(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_stats)
 
     p = sub.add_parser("vocab", help="list every token with the merge that made it and that merge's count")

@@ -127,7 +127,7 @@ class VocabEntry:
 def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[VocabEntry]:
     """Every token in id order, with the merge that made it (the first merge giving its bytes) and,
     when its merge log is given, that merge's count."""
-    _check_log(tokenizer, log)
+    check_merge_log(tokenizer, log)
     made_by: dict[bytes, int] = {}
     for rank, (left, right) in enumerate(tokenizer.merges):
         made_by.setdefault(left + right, rank)
@@ -145,7 +145,7 @@ def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[Voc
     return entries
 
 
-def _check_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
+def check_merge_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
     """Refuse a merge log that does not record this tokenizer's merges (another run's, or a mix)."""
     if log is None:
         return
@@ -158,7 +158,7 @@ def _check_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
                 problem = f"makes {shown!r} at rank {rank} where the tokenizer makes {readable_token(left + right)!r}"
                 break
     if problem:
-        raise ValueError(f"the merge log {problem}: it is another tokenizer's log (bpe train --out DIR writes both)")
+        raise ValueError(f"this merge log {problem}: it is another tokenizer's log (bpe train --out DIR writes both)")
 
 
 def vocab_tsv_lines(entries: Iterable[VocabEntry]) -> Iterable[str]:
@@ -277,7 +277,7 @@ def build_report(
     specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
     base = 256 + len(tokenizer.special_tokens)
     merges = tokenizer.merges
-    _check_log(tokenizer, log)
+    check_merge_log(tokenizer, log)
     # Held-out curve: the same text with the merges cut at a handful of sizes (all of them is ours).
     points = sorted({round(len(merges) * f) for f in _fractions(num_points)})
     sizes = [k for k in points if k < len(merges)] if texts else []

@@ -231,7 +231,7 @@ def test_report_bad_input_is_one_line(trained, tmp_path, capsys):
     (bad / "merge_log.tsv").write_text("".join(lines[:-1]), encoding="utf-8")
     for command in (["report", str(bad), "--out", str(tmp_path / "r.html")], ["vocab", str(bad)]):
         assert main(command) == 1
-        assert "the merge log has 242 merges and the tokenizer 243" in one_error_line(capsys)
+        assert f"{bad / 'merge_log.tsv'}: this merge log has 242 merges and the tokenizer 243" in one_error_line(capsys)
     # Same length, another merge: the token column gives it away.
     lines[100] = lines[100].replace("\t", "\tx", 4)
     (bad / "merge_log.tsv").write_text("".join(lines), encoding="utf-8")
