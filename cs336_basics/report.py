@@ -10,6 +10,7 @@ again with the merges cut at a handful of vocabulary sizes.
 import codecs
 import html
 import io
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -218,7 +219,8 @@ def read_sample(path: str | Path, max_bytes: int) -> HeldOut:
     path = Path(path)
     with open(path, "rb") as f:
         data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
+    cut = len(data) > max_bytes
+    if cut:
         data = data[:max_bytes]
         newline = data.rfind(b"\n")
         if newline > max_bytes // 2:
@@ -226,33 +228,43 @@ def read_sample(path: str | Path, max_bytes: int) -> HeldOut:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        if len(data) - e.start >= 4 or e.reason != "unexpected end of data":
+        if not (cut and e.reason == "unexpected end of data" and len(data) - e.start < 4):
             raise ValueError(f"{path} is not valid UTF-8 at byte offset {e.start}") from None
-        text = data[: e.start].decode("utf-8")
+        text = data[: e.start].decode("utf-8")  # the cut fell inside a character
     return HeldOut(path.name, text)
 
 
-def _pyplot():
+def _require_matplotlib() -> None:
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
         raise MissingExtra(
             "bpe report draws its plots with matplotlib, which is not installed: install the `report` extra "
             "(pip install 'cs336-basics[report]', or uv sync --extra report)"
         ) from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 10, "axes.spines.top": False, "axes.spines.right": False})
-    return plt
 
 
-def _svg(plt, fig) -> str:
+def _figure(width: float, height: float):
+    """A matplotlib Figure and its axes, made without pyplot (no global backend or figure list)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_subplot()
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig, ax
+
+
+def _svg(fig, prefix: str) -> str:
+    """The figure as an SVG element to put inside HTML: text kept as text, ids made unique to the page
+    by `prefix` (every plot names its parts figure_1, axes_1, ...), the same output for the same figure."""
+    import matplotlib
+
     out = io.StringIO()
-    fig.savefig(out, format="svg", bbox_inches="tight")
-    plt.close(fig)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "bpe-report"}):
+        fig.savefig(out, format="svg", bbox_inches="tight")
     svg = out.getvalue()
-    return svg[svg.index("<svg") :]  # drop the XML prologue and doctype: the SVG sits inside HTML
+    svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
+    return re.sub(r'(id="|url\(#|href="#)', rf"\g<1>{prefix}-", svg)
 
 
 def build_report(
@@ -273,7 +285,7 @@ def build_report(
     held-out curve has about `num_points` vocabulary sizes. `progress` shows a progress bar.
     Raises MissingExtra when matplotlib is not installed.
     """
-    plt = _pyplot()
+    _require_matplotlib()
     specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
     base = 256 + len(tokenizer.special_tokens)
     merges = tokenizer.merges
@@ -322,8 +334,8 @@ def build_report(
 
     training = compression_curve(log, base_vocab_size=base) if log is not None else []
     plots = {
-        "curve": _curve_plot(plt, training, held_out),
-        "lengths": _length_plot(plt, tokenizer, specials),
+        "curve": _curve_plot(training, held_out),
+        "lengths": _length_plot(tokenizer, specials),
     }
     return _page(tokenizer, name=name, log=log, texts=texts, ours=ours, others=others, training=training,
                  held_out=held_out, points=[base + k for k in points], plots=plots, sample_chars=sample_chars)
@@ -335,10 +347,10 @@ def _fractions(n: int) -> list[float]:
     return [0.0] + [2.0 ** -(n - 2 - i) for i in range(n - 1)]
 
 
-def _curve_plot(plt, training: list[tuple[int, float]], held_out: list[tuple[int, float]]) -> str | None:
+def _curve_plot(training: list[tuple[int, float]], held_out: list[tuple[int, float]]) -> str | None:
     if not training and not held_out:
         return None
-    fig, ax = plt.subplots(figsize=(10.5, 4.0))
+    fig, ax = _figure(10.5, 4.0)
     if training:
         ax.plot(*zip(*training), color="#2563eb", linewidth=1.8, label="training corpus (from the merge log)")
     if held_out:
@@ -348,15 +360,15 @@ def _curve_plot(plt, training: list[tuple[int, float]], held_out: list[tuple[int
     ax.set_ylim(bottom=1.0)
     ax.grid(True, color="#e5e7eb", linewidth=0.8)
     ax.legend(frameon=False, loc="upper left")
-    return _svg(plt, fig)
+    return _svg(fig, "curve")
 
 
-def _length_plot(plt, tokenizer: Tokenizer, specials: list[bytes]) -> str:
+def _length_plot(tokenizer: Tokenizer, specials: list[bytes]) -> str:
     lengths = sorted(len(t) for t in tokenizer.vocab.values() if t not in specials)
     # A few very long tokens (runs of one character) would squeeze the rest into a corner: the last
     # bar gathers everything from the 99.5th percentile on.
     top = max(lengths[int(0.995 * (len(lengths) - 1))], min(lengths[-1], 12))
-    fig, ax = plt.subplots(figsize=(5.2, 3.3))
+    fig, ax = _figure(5.2, 3.3)
     ax.hist([min(n, top) for n in lengths], bins=range(1, top + 2), align="left", rwidth=0.85, color="#0d9488")
     if lengths[-1] > top:
         longer = sum(n >= top for n in lengths)
@@ -367,7 +379,7 @@ def _length_plot(plt, tokenizer: Tokenizer, specials: list[bytes]) -> str:
     ax.set_xlim(0.3, top + 0.7)
     ax.grid(True, axis="y", color="#e5e7eb", linewidth=0.8)
     ax.set_axisbelow(True)
-    return _svg(plt, fig)
+    return _svg(fig, "lengths")
 
 
 def sample_of(text: str, max_chars: int = 1500) -> str:

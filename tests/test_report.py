@@ -124,6 +124,23 @@ def test_truncated_tokenizer_is_what_training_with_fewer_merges_gives(trained, t
         assert [cut.vocab[i] for i in cut.encode(sample)] == [vocab[i] for i in fresh.encode(sample)]
 
 
+def test_read_sample_cuts_at_a_line_or_a_whole_character(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes("first line\nsecond: 日本語".encode())
+    assert report.read_sample(path, 100).text == "first line\nsecond: 日本語"
+    assert report.read_sample(path, 18).text == "first line\n"  # a newline in the second half
+    assert report.read_sample(path, 21).text == "first line\nsecond: "  # else a whole character
+    assert report.read_sample(path, 8).text == "first li"
+    path.write_bytes("日本語".encode())
+    assert report.read_sample(path, 7).text == "日本"  # the cut fell inside 語
+    path.write_bytes(b"ok \xff then more text")
+    with pytest.raises(ValueError, match="not valid UTF-8 at byte offset 3"):
+        report.read_sample(path, 100)
+    path.write_bytes("日本語".encode()[:-1])  # a file that itself ends inside a character
+    with pytest.raises(ValueError, match="not valid UTF-8 at byte offset 6"):
+        report.read_sample(path, 100)
+
+
 # --- the page --------------------------------------------------------------------------------------
 
 

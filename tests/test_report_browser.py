@@ -56,6 +56,7 @@ class Dom(HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.ids: dict[str, dict] = {}
+        self.repeated_ids: list[str] = []
         self.body: dict = {}
         self.stack: list[str] = []
         self.tokens: list[dict] = []  # each: attributes + "text"
@@ -67,6 +68,8 @@ class Dom(HTMLParser):
         if tag == "body":
             self.body = attrs
         if "id" in attrs:
+            if attrs["id"] in self.ids:
+                self.repeated_ids.append(attrs["id"])
             self.ids[attrs["id"]] = attrs
         if tag == "svg":
             for open_id in self.stack:
@@ -111,6 +114,7 @@ def test_browser_renders_the_report(page, tmp_path):
     assert dom.svg_in.get("curve-plot") == 1 and dom.svg_in.get("length-plot") == 1
     for section in ("compression", "comparison", "vocabulary", "merges", "sample"):
         assert section in dom.ids
+    assert dom.repeated_ids == []  # the two SVGs' parts are named apart
 
     # The sample: one span per token of exactly the text shown, and the script ran over them.
     sample = report.sample_of(texts[0].text)
