@@ -584,6 +584,7 @@ table { border-collapse: collapse; width: 100%; font-size: 14px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); }
 th { color: var(--muted); font-weight: 600; font-size: 12px; }
 table.num td:not(:first-child), table.num th:not(:first-child), td.n { text-align: right; font-variant-numeric: tabular-nums; }
+table.num td:not(:first-child), td.n { white-space: nowrap; }
 tr.na td { color: var(--muted); font-style: italic; }
 code { font: 13px ui-monospace, "DejaVu Sans Mono", monospace; background: #f1f5f9; padding: 1px 4px;
   border-radius: 4px; white-space: pre; }

@@ -188,7 +188,7 @@ def test_report_page_is_self_contained_and_says_what_it_measured(trained, monkey
 def test_report_without_from_pretrained_says_so(trained, monkeypatch):
     folder, tokenizer = trained
     monkeypatch.delattr(Tokenizer, "from_pretrained", raising=False)
-    page = report.build_report(tokenizer, name="x", texts=[report.HeldOut("t", "some text")])
+    page = report.build_report(tokenizer, name="x", texts=[report.HeldOut("t", "some text")])  # offline: no loads
     assert page.count("not available: this version of the package has no Tokenizer.from_pretrained") == 3
     assert "No merge log" in page
 
@@ -212,8 +212,9 @@ def test_sample_spans_cover_the_text_once(trained):
     assert re.search(r'class="t c\d part"', spans)  # 日 is split into byte tokens: a thin bar before it
 
 
-def test_report_command_writes_the_page(trained, tmp_path, capsys):
-    folder, _ = trained
+def test_report_command_writes_the_page(trained, tmp_path, capsys, monkeypatch):
+    folder, tokenizer = trained
+    monkeypatch.setattr(Tokenizer, "from_pretrained", FakePretrained(tokenizer), raising=False)  # tests are offline
     out = tmp_path / "r" / "report.html"
     argv = ["report", str(folder), str(FIXTURES_PATH / "german.txt"), str(FIXTURES_PATH / "code.txt"),
             "--out", str(out), "--quiet", "--sample-bytes", "5000"]

@@ -15,6 +15,7 @@ from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.merge_log import MergeLog, compression_curve
 from tests.common import FIXTURES_PATH
+from tests.test_report import FakePretrained
 
 EOT = "<|endoftext|>"
 FLAGS = [
@@ -100,7 +101,10 @@ def page(tmp_path_factory):
     tokenizer = Tokenizer(vocab, merges, [EOT])
     texts = [report.read_sample(FIXTURES_PATH / name, 1 << 20) for name in ("german.txt", "chinese.txt")]
     html_path = folder / "report.html"
-    html_path.write_text(report.build_report(tokenizer, name="english, vocab 700", log=log, texts=texts), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as m:  # tests are offline: one pretrained "loads" (ours), the others fail
+        m.setattr(Tokenizer, "from_pretrained", FakePretrained(tokenizer), raising=False)
+        page = report.build_report(tokenizer, name="english, vocab 700", log=log, texts=texts)
+    html_path.write_text(page, encoding="utf-8")
     return html_path, tokenizer, texts, log
 
 
