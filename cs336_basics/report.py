@@ -181,15 +181,7 @@ def truncated(tokenizer: Tokenizer, num_merges: int) -> Tokenizer:
     keep = {bytes([b]) for b in range(256)} | {a + b for a, b in merges}
     keep |= {t.encode("utf-8") for t in tokenizer.special_tokens}
     vocab = {i: t for i, t in tokenizer.vocab.items() if t in keep}
-    return _same_kind(tokenizer, vocab, merges)
-
-
-def _same_kind(tokenizer: Tokenizer, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> Tokenizer:
-    """A Tokenizer with `tokenizer`'s special tokens and pre-tokenization pattern (when it has one)."""
-    pattern = getattr(tokenizer, "pattern", None)
-    if pattern is not None and pattern != "gpt2":
-        return Tokenizer(vocab, merges, tokenizer.special_tokens, pattern=pattern)
-    return Tokenizer(vocab, merges, tokenizer.special_tokens)
+    return Tokenizer(vocab, merges, tokenizer.special_tokens, pattern=tokenizer.pattern)
 
 
 def load_pretrained(name: str) -> tuple[Tokenizer | None, str]:
@@ -443,6 +435,7 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, poin
         ("vocabulary", f"{len(tokenizer.vocab):,} tokens"),
         ("merges", f"{len(merges):,}"),
         ("special tokens", ", ".join(tokenizer.special_tokens) or "none"),
+        ("pre-tokenization pattern", tokenizer.pattern),
     ]
     if log is not None:
         tokens = log.steps[-1][1] if log.steps else log.corpus_bytes
@@ -572,10 +565,10 @@ h3 { font-size: 15px; margin: 0 0 6px; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 18px 22px; margin: 18px 0; }
 .note { color: var(--muted); margin: 0 0 12px; font-size: 14px; }
 .missing { color: #92400e; background: #fffbeb; padding: 8px 12px; border-radius: 6px; }
-.summary { display: grid; grid-template-columns: repeat(3, 1fr); gap: 10px; margin: 0; }
+.summary { display: grid; grid-template-columns: repeat(4, 1fr); gap: 10px; margin: 0; }
 .summary div { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 10px 14px; }
 .summary dt { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .05em; }
-.summary dd { margin: 2px 0 0; font-weight: 600; }
+.summary dd { margin: 2px 0 0; font-weight: 600; overflow-wrap: anywhere; }
 figure.plot { margin: 0; }
 figure.plot svg { width: 100%; height: auto; }
 .two { display: grid; grid-template-columns: 1fr 1fr; gap: 22px; align-items: start; }

@@ -122,6 +122,8 @@ def test_truncated_tokenizer_is_what_training_with_fewer_merges_gives(trained, t
         sample = (FIXTURES_PATH / "german.txt").read_bytes().decode("utf-8")[:3000]
         fresh = Tokenizer(vocab, merges, [EOT])
         assert [cut.vocab[i] for i in cut.encode(sample)] == [vocab[i] for i in fresh.encode(sample)]
+    other = Tokenizer(tokenizer.vocab, tokenizer.merges, [EOT], pattern="none")
+    assert report.truncated(other, 5).pattern == "none"
 
 
 def test_read_sample_cuts_at_a_line_or_a_whole_character(tmp_path):
