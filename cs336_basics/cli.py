@@ -251,7 +251,9 @@ def cmd_stats(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     columns = []
-    with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=args.quiet) as bar:
+    # disable=None: no bar when stderr is not a terminal, so a failure stays one line in logs.
+    quiet = True if args.quiet else None
+    with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
         for name, tokenizer in tokenizers:
             done = bar.n
             stats = report.measure_file(tokenizer, path, on_progress=lambda n: bar.update(done + n - bar.n))

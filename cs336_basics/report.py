@@ -274,7 +274,7 @@ def build_report(
 
     `log` is its merge log (for the training curve and merge counts), `texts` held-out text for the
     held-out curve, the comparison with the `pretrained` tokenizers and the coloured sample; the
-    held-out curve has about `num_points` vocabulary sizes. `progress` shows a progress bar.
+    held-out curve has about `num_points` vocabulary sizes. `progress` shows a progress bar on a terminal.
     Raises MissingExtra when matplotlib is not installed.
     """
     _require_matplotlib()
@@ -289,7 +289,7 @@ def build_report(
     if progress and texts:
         from tqdm import tqdm
 
-        bar = tqdm(total=1 + len(sizes) + len(pretrained), unit="step", desc="report")
+        bar = tqdm(total=1 + len(sizes) + len(pretrained), unit="step", desc="report", disable=None)
 
     def measure(tok: Tokenizer, what: str) -> TextStats:
         if bar is not None:
