@@ -7,13 +7,21 @@ prints each one's median total and merge-phase seconds and the ratios of the med
 `--baseline DIR` adds a third contender: the package as it is in DIR (for example a checkout of the
 commit before the merge log, made with `git worktree add /tmp/base COMMIT`), which shows what the
 always-on part (the shards reporting how much their words shrank) costs.
+
+    uv run python benchmarks/bench_merge_log.py CORPUS.txt --merge-loop [--runs 5] [--baseline DIR]
+
+times only the merge loop, in this process and one shard, on pre-token counts made once: CPU seconds
+(less disturbed by other load than wall time) of `train_merges` with and without the log, and of
+DIR's `merge.py` if given.
 """
 
 import argparse
+import importlib.util
 import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,13 +49,48 @@ def run(source: Path, corpus: str, vocab_size: int, with_log: bool) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def merge_loop_only(args) -> None:
+    sys.path.insert(0, str(REPO))
+    from cs336_basics import corpus
+    from cs336_basics.merge import train_merges
+
+    counts = corpus.count_pretokens(args.corpus, ["<|endoftext|>"], num_workers=1)
+    word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
+    num_merges = args.vocab_size - 257
+    contenders = {
+        "no log": lambda: train_merges(word_counts, num_merges),
+        "with log": lambda: train_merges(word_counts, num_merges, merge_log=[]),
+    }
+    if args.baseline:
+        spec = importlib.util.spec_from_file_location("baseline_merge", args.baseline / "cs336_basics" / "merge.py")
+        baseline = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(baseline)
+        contenders["baseline"] = lambda: baseline.train_merges(word_counts, num_merges)
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    results = {}
+    for _ in range(args.runs):
+        for name, run_one in contenders.items():
+            start = time.process_time()
+            results[name] = run_one()
+            times[name].append(time.process_time() - start)
+            print(f"  {name:9s} {times[name][-1]:6.2f} CPU s", flush=True)
+    assert all(r == results["no log"] for r in results.values()), "the merges must not change"
+    base = statistics.median(times["no log"])
+    print(f"{args.corpus}: merge loop only, {num_merges} merges, {args.runs} runs each (medians of CPU seconds)")
+    for name, ts in times.items():
+        print(f"  {name:9s} {statistics.median(ts):6.2f} s ({statistics.median(ts) / base:.3f}x)   min {min(ts):6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus")
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--baseline", type=Path, help="a folder holding an older cs336_basics to compare with")
+    parser.add_argument("--merge-loop", action="store_true", help="time only the merge loop, in this process")
     args = parser.parse_args()
+    if args.merge_loop:
+        return merge_loop_only(args)
 
     contenders = {"no log": (REPO, False), "with log": (REPO, True)}
     if args.baseline:
