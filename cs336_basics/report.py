@@ -256,6 +256,7 @@ def _svg(fig, prefix: str) -> str:
         fig.savefig(out, format="svg", bbox_inches="tight")
     svg = out.getvalue()
     svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)  # its creation date would vary
     return re.sub(r'(id="|url\(#|href="#)', rf"\g<1>{prefix}-", svg)
 
 
