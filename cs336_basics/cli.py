@@ -352,12 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_stats)
 
     p = sub.add_parser("vocab", help="list every token with the merge that made it and that merge's count")
-    p.add_argument("dir", metavar="DIR")
+    p.add_argument("dir", metavar="DIR", help="a tokenizer folder (counts come from its merge_log.tsv, if any)")
     specials(p)
     p.set_defaults(run=cmd_vocab)
 
     p = sub.add_parser("report", help="write an HTML page on what the tokenizer learned (needs the `report` extra)")
-    p.add_argument("dir", metavar="DIR")
+    p.add_argument("dir", metavar="DIR", help="a tokenizer folder (the training curve needs its merge_log.tsv)")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="held-out UTF-8 text to measure and show")
     p.add_argument("--out", default="report.html", metavar="FILE.html", help="the page to write (default: report.html)")
     p.add_argument("--sample-bytes", type=_positive_int, default=1 << 20, metavar="N",
