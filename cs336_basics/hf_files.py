@@ -72,8 +72,15 @@ def tokenizer_json(
                 {"id": token_id, "content": specials[token], "single_word": False, "lstrip": False,
                  "rstrip": False, "normalized": False, "special": True}
             )
-        else:
-            model_vocab[token_to_text(token)] = token_id
+        # Special tokens are in the model's vocabulary too, as their own text: `tokenizers` gives an
+        # added token missing from it the next free id, whatever id the file says.
+        key = specials.get(token) or token_to_text(token)
+        if key in model_vocab:
+            raise ValueError(
+                f"special token {key!r} is spelled like the token with id {model_vocab[key]} in tokenizer.json; "
+                "rename the special token"
+            )
+        model_vocab[key] = token_id
     document = {
         "version": "1.0",
         "truncation": None,

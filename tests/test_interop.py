@@ -1,0 +1,263 @@
+"""Tokenizer directories, tokenizer.json (Hugging Face) and .tiktoken export: parity and round trips.
+
+Oracles: Hugging Face `tokenizers` and `transformers` reading the files we write (and writing the
+files we read), and tiktoken given the ranks we export. Bad files give one error naming the file.
+"""
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics.bpe import Tokenizer
+from tests.adapters import run_train_bpe
+from tests.common import FIXTURES_PATH
+
+EOT = "<|endoftext|>"
+SPECIALS = [EOT, "<|pad|>"]
+FUZZ_EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 2000))
+
+TEXT = st.lists(
+    st.one_of(
+        st.sampled_from(list("abcxyz ABC'’-.,!?0123\t\n\r éüßЖ中😀") + ["   ", "\n\n", "'s", " the", EOT, "<|pad|>", "\u00a0"]),
+        st.text(st.characters(exclude_categories=["Cs", "Cn"]), max_size=4),
+    ),
+    max_size=25,
+).map("".join)
+
+
+def english() -> str:
+    return (FIXTURES_PATH / "english.txt").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def trained():
+    vocab, merges = run_train_bpe(FIXTURES_PATH / "english.txt", 600, SPECIALS)
+    return Tokenizer(vocab, merges, SPECIALS)
+
+
+@pytest.fixture(scope="module")
+def saved(trained, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tok")
+    trained.save_pretrained(folder)
+    return folder
+
+
+def test_save_pretrained_writes_three_files_that_load_back(trained, saved):
+    assert sorted(p.name for p in saved.iterdir()) == ["merges.txt", "tokenizer.json", "vocab.json"]
+    for source in (saved, saved / "tokenizer.json"):
+        loaded = Tokenizer.from_pretrained(source)
+        assert (loaded.vocab, loaded.merges, loaded.special_tokens) == (trained.vocab, trained.merges, SPECIALS)
+    # vocab.json and merges.txt are still the GPT-2 pair
+    again = Tokenizer.from_files(saved / "vocab.json", saved / "merges.txt", SPECIALS)
+    assert (again.vocab, again.merges) == (trained.vocab, trained.merges)
+
+
+def test_a_directory_without_tokenizer_json_has_the_gpt2_pattern(trained, tmp_path):
+    trained.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    loaded = Tokenizer.from_pretrained(tmp_path, special_tokens=SPECIALS)
+    assert getattr(loaded, "pattern", "gpt2") == "gpt2"
+    text = english()[:5000] + EOT
+    assert loaded.encode(text) == trained.encode(text)
+
+
+@settings(max_examples=FUZZ_EXAMPLES // 4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=TEXT)
+def test_hugging_face_reads_our_tokenizer_json_with_our_ids(trained, saved, text):
+    hf = _hf(saved)
+    assert hf.encode(text).ids == trained.encode(text)
+
+
+_hf_cache: dict = {}
+
+
+def _hf(folder):
+    if folder not in _hf_cache:
+        import tokenizers
+
+        _hf_cache[folder] = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return _hf_cache[folder]
+
+
+def test_transformers_reads_our_tokenizer_json_with_our_ids(trained, saved):
+    from transformers import PreTrainedTokenizerFast
+
+    fast = PreTrainedTokenizerFast(tokenizer_file=str(saved / "tokenizer.json"))
+    text = english()[:20_000].replace("\n\n", f"\n{EOT}<|pad|>", 5)
+    ids = trained.encode(text)
+    assert EOT in text and fast.encode(text) == ids == _hf(saved).encode(text).ids
+    assert fast.decode(ids) == text == _hf(saved).decode(ids, skip_special_tokens=False)
+
+
+@pytest.mark.parametrize("pattern", ["cl100k", "o200k", "none"])
+def test_other_patterns_round_trip_through_hugging_face(pattern, tmp_path):
+    vocab, merges = _trained_with(pattern)
+    ours = Tokenizer(vocab, merges, SPECIALS, pattern=pattern)
+    ours.save_pretrained(tmp_path)
+    hf = _hf(tmp_path)
+    loaded = Tokenizer.from_pretrained(tmp_path)
+    assert loaded.pattern == pattern
+    text = english()[:10_000] + f"{EOT} it's  12345 \n\n x<|pad|>"
+    assert hf.encode(text).ids == ours.encode(text) == loaded.encode(text)
+
+
+def _trained_with(pattern):
+    from cs336_basics.bpe import train_bpe
+
+    return train_bpe(FIXTURES_PATH / "english.txt", 500, SPECIALS, pattern=pattern)
+
+
+def _hf_trained(tmp_path, *, split_regex: str | None = None):
+    """A tokenizer.json written by Hugging Face's own BpeTrainer (ids do not follow the merges)."""
+    from tokenizers import Regex, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
+
+    hf = HFTokenizer(models.BPE())
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split_regex is None)
+    if split_regex is None:
+        hf.pre_tokenizer = byte_level
+    else:
+        hf.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(split_regex), behavior="isolated"), byte_level]
+        )
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    hf.train([str(FIXTURES_PATH / "english.txt")], trainer)
+    path = tmp_path / "hf.json"
+    hf.save(str(path))
+    return hf, path
+
+
+@settings(max_examples=FUZZ_EXAMPLES // 4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=TEXT)
+def test_we_read_hugging_face_byte_level_files_with_its_ids(hf_byte_level, text):
+    hf, ours = hf_byte_level
+    assert ours.encode(text) == hf.encode(text).ids
+
+
+@pytest.fixture(scope="module")
+def hf_byte_level(tmp_path_factory):
+    hf, path = _hf_trained(tmp_path_factory.mktemp("hf"))
+    return hf, Tokenizer.from_pretrained(path)
+
+
+def test_we_read_split_then_byte_level_files_with_their_ids(tmp_path):
+    from cs336_basics.patterns import regex_string
+
+    hf, path = _hf_trained(tmp_path, split_regex=regex_string("cl100k"))
+    ours = Tokenizer.from_pretrained(path)
+    assert ours.pattern == "cl100k"
+    text = english()[:20_000] + f"{EOT}  HELLO'S  wörld\r\n\r\n 1234567 <|pad|>"
+    assert ours.encode(text) == hf.encode(text).ids
+
+
+def test_ours_to_hugging_face_and_back_keeps_ids(hf_byte_level, tmp_path):
+    _, ours = hf_byte_level
+    ours.save_pretrained(tmp_path)
+    again = Tokenizer.from_pretrained(tmp_path)
+    text = english()[:20_000] + EOT
+    assert again.vocab == ours.vocab and again.encode(text) == ours.encode(text) == _hf(tmp_path).encode(text).ids
+
+
+# --- tiktoken export ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=FUZZ_EXAMPLES // 4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=TEXT)
+def test_to_tiktoken_gives_our_ids(trained, text):
+    assert _tiktoken_of(trained).encode(text, allowed_special="all") == trained.encode(text)
+
+
+_tt: dict = {}
+
+
+def _tiktoken_of(tok):
+    if id(tok) not in _tt:
+        _tt[id(tok)] = tok.to_tiktoken()
+    return _tt[id(tok)]
+
+
+def test_ours_to_tiktoken_file_and_back_keeps_ids(trained, tmp_path):
+    path = tmp_path / "ours.tiktoken"
+    trained.save_tiktoken(path)
+    specials = {t: trained.encode(t)[0] for t in SPECIALS}
+    again = Tokenizer.from_pretrained(path, special_tokens=specials)
+    assert again.vocab == trained.vocab and again.merges == trained.merges
+    text = english()[:20_000] + EOT
+    assert again.encode(text) == trained.encode(text)
+
+
+def test_ids_that_are_not_ranks_are_refused_and_nothing_is_written(hf_byte_level, tmp_path):
+    _, ours = hf_byte_level  # Hugging Face puts the special tokens first, then the bytes in its own order
+    vocab = dict(ours.vocab)
+    # swap the ids of the first two merged tokens: they no longer follow the merge order
+    a, b = (ours.merges[0][0] + ours.merges[0][1]), (ours.merges[1][0] + ours.merges[1][1])
+    ids = {t: i for i, t in vocab.items()}
+    vocab[ids[a]], vocab[ids[b]] = b, a
+    swapped = Tokenizer(vocab, ours.merges, ours.special_tokens)
+    with pytest.raises(ValueError, match="ids do not follow the merge order"):
+        swapped.save_tiktoken(tmp_path / "x.tiktoken")
+    with pytest.raises(ValueError, match="cannot be tiktoken ranks"):
+        swapped.to_tiktoken()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_token_no_merge_makes_cannot_be_a_rank(tmp_path):
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"xyz"}
+    tok = Tokenizer(vocab, [(b"a", b"b")])
+    with pytest.raises(ValueError, match=r"token b'xyz' \(id 257\) is made by no merge"):
+        tok.save_tiktoken(tmp_path / "x.tiktoken")
+
+
+# --- what we refuse --------------------------------------------------------------------------------
+
+
+def _edited(saved, tmp_path, edit) -> str:
+    document = json.loads((saved / "tokenizer.json").read_text(encoding="utf-8"))
+    edit(document)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(normalizer={"type": "NFC"}), "normalizer 'NFC' is not supported"),
+        (lambda d: d["model"].update(type="WordPiece"), "model 'WordPiece' is not supported"),
+        (lambda d: d["model"].update(dropout=0.1), "BPE dropout 0.1 is not supported"),
+        (lambda d: d["model"].update(ignore_merges=True), "ignore_merges=true is not supported"),
+        (lambda d: d["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix='##'"),
+        (lambda d: d["pre_tokenizer"].update(add_prefix_space=True), "add_prefix_space=true"),
+        (lambda d: d.update(pre_tokenizer={"type": "Metaspace"}), "pre-tokenizer 'Metaspace' is not supported"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}), r"Sequence\['Digits'\]"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), "post-processor 'TemplateProcessing'"),
+        (lambda d: d.update(decoder={"type": "WordPiece"}), "decoder 'WordPiece' is not supported"),
+        (lambda d: d["added_tokens"][0].update(lstrip=True), "has lstrip=true"),
+        (lambda d: d["model"]["vocab"].update({"Ġthe": 3}), "both have id 3"),
+        (lambda d: d["model"]["merges"].append(["Ġ", "zzzz"]), "not in the vocabulary"),
+        (lambda d: d["model"]["vocab"].update({"€": 5000}), "not written in the byte-level alphabet"),
+        (lambda d: d["model"]["vocab"].pop("a"), "merge \\d+ names"),
+    ],
+)
+def test_what_we_cannot_reproduce_is_refused_by_name(saved, tmp_path, edit, message):
+    path = _edited(saved, tmp_path, edit)
+    with pytest.raises(ValueError, match=f"^{path}: .*{message}"):
+        Tokenizer.from_pretrained(path)
+
+
+def test_truncated_and_malformed_files_name_the_file(saved, tmp_path):
+    text = (saved / "tokenizer.json").read_bytes()
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(text[: len(text) // 2])
+    with pytest.raises(ValueError, match=f"^{path}: malformed JSON at line .*truncated"):
+        Tokenizer.from_pretrained(tmp_path)
+    path.write_bytes(text.replace(b'"vocab": {', b'"vocab": {\n"a": 1,', 1))
+    with pytest.raises(ValueError, match=f"^{path}: key 'a' appears more than once"):
+        Tokenizer.from_pretrained(path)
+    path.write_bytes(b"[1, 2]")
+    with pytest.raises(ValueError, match="not a tokenizer.json"):
+        Tokenizer.from_pretrained(path)

@@ -1,0 +1,201 @@
+"""The pretrained encodings (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base): ids equal to tiktoken's.
+
+The rank files come offline (see `tests.common.tiktoken_file_bytes`, each checked by hash) and are
+served to tiktoken's own loader through a cache folder, as a user's cache would. The key claim is
+that merges recovered from ranks give tiktoken's BPE; it is checked on every token of every
+vocabulary, on concatenations of random tokens, and on generated text.
+"""
+
+import os
+
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics.bpe import Tokenizer
+from cs336_basics.encoding import bpe, build_merge_table
+from cs336_basics.tiktoken_files import load_ranks, parse_ranks, recover_merges, vocab_from_ranks
+from tests.common import TIKTOKEN_FILES, fill_tiktoken_cache, tiktoken_file_bytes
+
+NAMES = ["gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
+# Examples per run, over all names; BPE_FUZZ_EXAMPLES raises it.
+FUZZ_EXAMPLES = max(int(os.environ.get("BPE_FUZZ_EXAMPLES", 2000)), 2000)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tiktoken_cache(tmp_path_factory):
+    """tiktoken's cache folder holding every rank file, so its loader works offline."""
+    folder = tmp_path_factory.mktemp("tiktoken-cache")
+    fill_tiktoken_cache(folder)
+    before = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        del os.environ["TIKTOKEN_CACHE_DIR"]
+    else:
+        os.environ["TIKTOKEN_CACHE_DIR"] = before
+
+
+_loaded: dict[str, tuple] = {}
+
+
+def load(name: str) -> tuple[Tokenizer, object]:
+    """Ours and tiktoken's encoding `name`, loaded once per test run."""
+    if name not in _loaded:
+        import tiktoken
+
+        _loaded[name] = (Tokenizer.from_pretrained(name), tiktoken.get_encoding(name))
+    return _loaded[name]
+
+
+def text_strategy(name: str):
+    """Text mixing the encoding's special tokens, whitespace runs, scripts, digits and contractions."""
+    pieces = list("aZé ßЖ中😀'’.,!?-/0\t\n\r") + [
+        "   ", "      ", "\n\n", " \n ", "'s", "'LL", "HeLLo", " world", "1234567", "\u00a0", "\u3000",
+        "\u0301", "👩‍💻", "<|", "|>", "<|endoftext|>", "<|fim_prefix|>", "<|endofprompt|>",
+    ]
+    return st.lists(
+        st.one_of(st.sampled_from(pieces), st.text(st.characters(exclude_categories=["Cs", "Cn"]), max_size=6)),
+        max_size=30,
+    ).map("".join)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ids_are_tiktokens_ranks_and_special_tokens(name):
+    tok, enc = load(name)
+    ranks = enc._mergeable_ranks
+    special_ids = set(enc._special_tokens.values())
+    assert {token_id: token for token, token_id in ranks.items()} == {
+        token_id: token for token_id, token in tok.vocab.items() if token_id not in special_ids
+    }
+    assert {t: tok.encode(t) for t in tok.special_tokens} == {t: [i] for t, i in enc._special_tokens.items()}
+    assert len(tok.vocab) == enc.n_vocab - (enc.max_token_value + 1 - enc.n_vocab if name == "cl100k_base" else 0)
+
+
+def test_single_bytes_are_not_at_ids_0_to_255_in_byte_order():
+    tok, _ = load("cl100k_base")
+    assert tok.encode("!") == [0] and tok.vocab[0] == b"!"
+    assert tok.encode("\x00") != [0]
+    assert sorted(i for i, t in tok.vocab.items() if len(t) == 1) == list(range(256))
+    assert tok.decode([100257, 100276]) == "<|endoftext|><|endofprompt|>"  # specials after a gap
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"])
+def test_every_token_alone_is_one_token(name):
+    """BPE on each token's own bytes gives that token: the recovered merges rebuild all of them."""
+    tok, _ = load(name)
+    table = build_merge_table(tok.vocab, tok.merges)
+    specials = {t.encode() for t in tok.special_tokens}
+    wrong = [(i, t) for i, t in tok.vocab.items() if t not in specials and bpe(t, table) != (i,)]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("name", ["p50k_base", "cl100k_base", "o200k_base"])
+@settings(max_examples=FUZZ_EXAMPLES // 6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_recovered_merges_give_tiktokens_bpe_on_joined_tokens(name, data):
+    """tiktoken merges any adjacent pair that makes a token; our merge list knows one split per
+    token. On pieces made of random tokens glued together (where the two could disagree), and on
+    tiktoken's own pre-tokens of generated text, the ids agree."""
+    tok, enc = load(name)
+    table = _table(name)
+    ids = data.draw(st.lists(st.integers(0, enc.max_token_value), min_size=1, max_size=6))
+    special_ids = set(enc._special_tokens.values())
+    glued = b"".join(tok.vocab[i] for i in ids if i in tok.vocab and i not in special_ids)
+    if glued:
+        assert list(bpe(glued, table)) == enc._encode_single_piece(glued)
+    text = data.draw(text_strategy(name))
+    for piece in regex.findall(enc._pat_str, text):
+        assert list(bpe(piece.encode("utf-8"), table)) == enc._encode_single_piece(piece.encode("utf-8"))
+
+
+_tables: dict[str, object] = {}
+
+
+def _table(name: str):
+    if name not in _tables:
+        tok, _ = load(name)
+        _tables[name] = build_merge_table(tok.vocab, tok.merges)
+    return _tables[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=FUZZ_EXAMPLES // len(NAMES), deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_encode_equals_tiktoken(name, data):
+    tok, enc = load(name)
+    text = data.draw(text_strategy(name))
+    ids = tok.encode(text)
+    assert ids == enc.encode(text, allowed_special="all")
+    assert tok.decode(ids) == text
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_encode_equals_tiktoken_on_fixtures(name):
+    from tests.common import FIXTURES_PATH
+
+    tok, enc = load(name)
+    for path in sorted(FIXTURES_PATH.glob("*.txt"))[:6]:
+        text = path.read_text(encoding="utf-8")[:20_000]
+        assert tok.encode(text) == enc.encode(text, allowed_special="all"), path.name
+
+
+def test_a_tiktoken_file_loads_with_pattern_and_special_tokens(tmp_path):
+    path = tmp_path / "cl100k_base.tiktoken"
+    path.write_bytes(tiktoken_file_bytes("cl100k_base"))
+    tok = Tokenizer.from_pretrained(
+        path, pattern="cl100k", special_tokens={"<|endoftext|>": 100257}, sha256=TIKTOKEN_FILES["cl100k_base"][1]
+    )
+    reference, enc = load("cl100k_base")
+    text = "Hello  world's 12345<|endoftext|>\n\n  x"
+    assert tok.encode(text) == enc.encode(text, allowed_special="all")
+    assert tok.pattern == "cl100k"
+
+
+def test_a_wrong_hash_names_the_file(tmp_path):
+    path = tmp_path / "r50k_base.tiktoken"
+    path.write_bytes(tiktoken_file_bytes("r50k_base").replace(b" 50255\n", b" 50254\n"))
+    with pytest.raises(ValueError, match=rf"{path}: sha256 is [0-9a-f]+, expected 306cd27f"):
+        load_ranks(path, expected_sha256=TIKTOKEN_FILES["r50k_base"][1])
+    with pytest.raises(ValueError, match="repeats rank 50254"):
+        Tokenizer.from_pretrained(path)
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        (b"IQ== 0\nIQ== 1\n", "line 2 repeats the token b'!'"),
+        (b"IQ== 0\nIg== zero\n", "line 2 must be 'base64-token rank'"),
+        (b"IQ== 0\n!!!! 1\n", "line 2 has invalid base64"),
+        (b"", "holds no tokens"),
+        (b"\xff", "not a rank file"),
+    ],
+)
+def test_malformed_rank_files(text, problem):
+    with pytest.raises(ValueError, match=f"^x.tiktoken: .*{regex.escape(problem)}"):
+        parse_ranks(text, source="x.tiktoken")
+
+
+def test_unrecoverable_ranks_are_refused():
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks[b"abc"] = 256  # no token for ab or bc: no merge can make it
+    with pytest.raises(ValueError, match=r"ranks: token b'abc' \(rank 256\) cannot be recovered.*3 parts"):
+        recover_merges(ranks)
+    del ranks[b"a"]
+    with pytest.raises(ValueError, match="no token for the single byte b'a'"):
+        recover_merges(ranks)
+
+
+def test_recovery_follows_tiktoken_not_the_first_split():
+    """ab (rank 257) is made after bc (256), so BPE on abc joins b and c first: abc = a + bc."""
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks.update({b"bc": 256, b"ab": 257, b"abc": 258})
+    assert recover_merges(ranks) == [(b"b", b"c"), (b"a", b"b"), (b"a", b"bc")]
+    vocab = vocab_from_ranks(ranks, {"<s>": 300})
+    assert vocab[300] == b"<s>" and vocab[258] == b"abc"
+
+
+def test_unknown_names_list_the_known_ones():
+    with pytest.raises(FileNotFoundError, match="cl100k_base, o200k_base"):
+        Tokenizer.from_pretrained("gpt5_base")
