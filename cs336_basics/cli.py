@@ -7,6 +7,10 @@
     bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT
     bpe vocab DIR
     bpe report DIR [TEXT ...] --out report.html
+    bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
+
+--tokenizer takes a folder, a tokenizer.json, a .tiktoken file, or a pretrained name (gpt2,
+r50k_base, p50k_base, cl100k_base, o200k_base; read through tiktoken).
 
 Bad input ends the command with one line on stderr and a non-zero exit status; Ctrl-C leaves no
 partly written output.
@@ -20,9 +24,9 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from cs336_basics import report
+from cs336_basics import pretrained, report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
-from cs336_basics.gpt2_files import atomic_write_texts, vocab_and_merges_texts
+from cs336_basics.gpt2_files import atomic_write_texts
 from cs336_basics.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
 
@@ -138,7 +142,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     input_path = _readable_file(Path(args.input)) if args.input else bundled_corpus()
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     out = _writable_dir(Path(args.out))
-    _watch_outputs(out / "vocab.json", out / "merges.txt", out / "merge_log.tsv")
+    _watch_outputs(out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv")
     stats: dict = {}
     log: list[tuple[int, int]] = []
     started = time.perf_counter()
@@ -148,9 +152,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     )
     tokenizer = Tokenizer(vocab, merges, specials)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
-    vocab_text, merges_text = vocab_and_merges_texts(vocab, merges, specials)
     log_text = merge_log_tsv(merges, MergeLog(stats["pretoken_bytes"], log))
-    atomic_write_texts({out / "vocab.json": vocab_text, out / "merges.txt": merges_text, out / "merge_log.tsv": log_text})
+    pretrained.save(out, vocab, merges, specials, tokenizer.pattern, extra_files={"merge_log.tsv": log_text})
     total = time.perf_counter() - started
 
     sample = _last_megabyte(input_path)
@@ -166,21 +169,37 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
         print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (last MB of input)")
-    print(f"wrote {out / 'vocab.json'} and {out / 'merges.txt'} ({len(vocab):,} tokens), {out / 'merge_log.tsv'}")
+    print(f"wrote {out / 'vocab.json'}, {out / 'merges.txt'} and {out / 'tokenizer.json'} ({len(vocab):,} tokens), "
+          f"{out / 'merge_log.tsv'}")
 
 
 # --- encode, decode, inspect, stats -----------------------------------------------------------------
 
 
-def load_tokenizer(folder: str, special_tokens: list[str] | None) -> Tokenizer:
-    """The tokenizer saved in `folder` (vocab.json and merges.txt)."""
-    folder_path = Path(folder)
-    vocab_path, merges_path = folder_path / "vocab.json", folder_path / "merges.txt"
-    for p in (vocab_path, merges_path):
-        if not p.is_file():
-            raise CommandError(f"tokenizer file not found: {p} (train one with `bpe train --out {folder}`)")
-    specials = special_tokens if special_tokens is not None else [DEFAULT_SPECIAL]
-    return Tokenizer.from_files(vocab_path, merges_path, specials)
+def load_tokenizer(source: str, special_tokens: list[str] | None) -> Tokenizer:
+    """The tokenizer named by `--tokenizer`: a pretrained name (gpt2, cl100k_base, ...), a folder, a
+    tokenizer.json or a .tiktoken file. A folder with a tokenizer.json brings its own pattern and
+    special tokens; one with only vocab.json and merges.txt gets the GPT-2 pattern and, unless
+    --special-token says otherwise, <|endoftext|>."""
+    from cs336_basics.pretrained import NAMES
+
+    if source in NAMES:
+        if special_tokens is not None:
+            raise CommandError(f"{source} has its own special tokens; drop --special-token")
+        return Tokenizer.from_pretrained(source)
+    path = Path(source)
+    if not path.exists():
+        raise CommandError(
+            f"tokenizer file not found: {source} (a folder from `bpe train --out {source}`, a tokenizer.json, "
+            f"a .tiktoken file, or one of {', '.join(NAMES)})"
+        )
+    if path.is_dir() and not (path / "tokenizer.json").is_file():
+        for p in (path / "vocab.json", path / "merges.txt"):
+            if not p.is_file():
+                raise CommandError(f"tokenizer file not found: {p} (train one with `bpe train --out {source}`)")
+        specials = special_tokens if special_tokens is not None else [DEFAULT_SPECIAL]
+        return Tokenizer.from_pretrained(path, special_tokens=specials)
+    return Tokenizer.from_pretrained(path, special_tokens=special_tokens)
 
 
 def cmd_encode(args: argparse.Namespace) -> None:
@@ -300,6 +319,36 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"wrote {out}")
 
 
+# --- convert ---------------------------------------------------------------------------------------
+
+
+def cmd_convert(args: argparse.Namespace) -> None:
+    tokenizer = load_tokenizer(args.source, args.special_token)
+    pattern = getattr(tokenizer, "pattern", "gpt2")  # TEMP until Tokenizer has `pattern`
+    out = Path(args.out)
+    if args.to == "tiktoken":
+        if out.is_dir():
+            raise CommandError(f"--out {out} is a folder; name the .tiktoken file to write")
+        _writable_dir(out.parent)
+        _watch_outputs(out)
+        tokenizer.save_tiktoken(out)
+        specials = ", ".join(f"{t}={tokenizer.encode(t)[0]}" for t in tokenizer.special_tokens) or "none"
+        print(f"wrote {out} ({len(tokenizer.vocab) - len(tokenizer.special_tokens):,} ranks; special tokens, "
+              f"not in the file: {specials}; pattern: {pattern})")
+        return
+    _writable_dir(out)
+    if args.to == "hf":
+        _watch_outputs(out / "vocab.json", out / "merges.txt", out / "tokenizer.json")
+        tokenizer.save_pretrained(out)
+        print(f"wrote {out / 'tokenizer.json'}, {out / 'vocab.json'} and {out / 'merges.txt'}")
+    else:
+        if pattern != "gpt2":
+            print(f"bpe: note: vocab.json and merges.txt do not record the pattern {pattern!r}", file=sys.stderr)
+        _watch_outputs(out / "vocab.json", out / "merges.txt")
+        tokenizer.save(out / "vocab.json", out / "merges.txt")
+        print(f"wrote {out / 'vocab.json'} and {out / 'merges.txt'}")
+
+
 # --- entry point -----------------------------------------------------------------------------------
 
 
@@ -324,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("encode", help="encode text files into one NumPy token array")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="UTF-8 text files, encoded in order")
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder with vocab.json and merges.txt")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
     p.add_argument("--out", required=True, metavar="FILE.npy", help="the array to write")
     p.add_argument("--workers", type=_positive_int, help="processes (default: all cores)")
     p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="default: uint16 if ids fit")
@@ -334,19 +383,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("decode", help="print the text of a token array")
     p.add_argument("array", metavar="FILE.npy")
-    p.add_argument("--tokenizer", required=True, metavar="DIR")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
     specials(p)
     p.set_defaults(run=cmd_decode)
 
     p = sub.add_parser("inspect", help="show how a text is cut into tokens")
     p.add_argument("text")
-    p.add_argument("--tokenizer", required=True, metavar="DIR")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
     specials(p)
     p.set_defaults(run=cmd_inspect)
 
     p = sub.add_parser("stats", help="bytes and characters per token and kinds of tokens on a text file")
     p.add_argument("input")
-    p.add_argument("--tokenizer", required=True, action="append", metavar="DIR", help="repeat to compare tokenizers")
+    p.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
+                   help="folder, tokenizer.json, .tiktoken or a name (e.g. cl100k_base); repeat to compare")
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_stats)
@@ -365,6 +415,15 @@ def build_parser() -> argparse.ArgumentParser:
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_report)
+
+    p = sub.add_parser("convert", help="write a tokenizer in another format")
+    p.add_argument("source", metavar="SRC", help="a folder, tokenizer.json, .tiktoken file or pretrained name")
+    p.add_argument("--to", required=True, choices=["hf", "tiktoken", "gpt2"],
+                   help="hf: a folder with tokenizer.json (and vocab.json, merges.txt); tiktoken: a .tiktoken "
+                        "rank file; gpt2: a folder with vocab.json and merges.txt")
+    p.add_argument("--out", required=True, metavar="PATH")
+    specials(p)
+    p.set_defaults(run=cmd_convert)
     return parser
 
 
@@ -386,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (CommandError, ValueError, OSError) as e:
+    except (CommandError, ValueError, OSError, ImportError) as e:
         print(f"bpe: {e}", file=sys.stderr)
         return 1
     return 0

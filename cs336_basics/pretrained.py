@@ -150,15 +150,17 @@ def save(
     merges: list[tuple[bytes, bytes]],
     special_tokens: list[str],
     pattern: str,
+    *,
+    extra_files: dict[str, str] | None = None,
 ) -> None:
-    """Write the tokenizer directory (see the module docstring), creating it if needed."""
+    """Write the tokenizer directory (see the module docstring), creating it if needed, with any
+    `extra_files` (name -> text) in the same atomic write."""
     directory = Path(directory)
     vocab_text, merges_text = gpt2_files.vocab_and_merges_texts(vocab, merges, special_tokens)
     hf_text = hf_files.tokenizer_json(vocab, merges, special_tokens, pattern)
     directory.mkdir(parents=True, exist_ok=True)
-    gpt2_files.atomic_write_texts(
-        {directory / "vocab.json": vocab_text, directory / "merges.txt": merges_text, directory / "tokenizer.json": hf_text}
-    )
+    texts = {"vocab.json": vocab_text, "merges.txt": merges_text, "tokenizer.json": hf_text, **(extra_files or {})}
+    gpt2_files.atomic_write_texts({directory / name: text for name, text in texts.items()})
 
 
 def to_tiktoken(
