@@ -187,11 +187,15 @@ def test_unrecoverable_ranks_are_refused():
         recover_merges(ranks)
 
 
-def test_recovery_follows_tiktoken_not_the_first_split():
-    """ab (rank 257) is made after bc (256), so BPE on abc joins b and c first: abc = a + bc."""
+def test_recovery_follows_bpe_not_the_first_split():
+    """BPE on abc joins the lower-ranked of ab and bc first; on aaa, the leftmost a + a."""
     ranks = {bytes([b]): b for b in range(256)}
     ranks.update({b"bc": 256, b"ab": 257, b"abc": 258})
     assert recover_merges(ranks) == [(b"b", b"c"), (b"a", b"b"), (b"a", b"bc")]
+    ranks.update({b"bc": 257, b"ab": 256})
+    assert recover_merges(ranks) == [(b"a", b"b"), (b"b", b"c"), (b"ab", b"c")]
+    ranks = {bytes([b]): b for b in range(256)} | {b"aa": 256, b"aaa": 257}
+    assert recover_merges(ranks)[-1] == (b"aa", b"a")
     vocab = vocab_from_ranks(ranks, {"<s>": 300})
     assert vocab[300] == b"<s>" and vocab[258] == b"abc"
 
