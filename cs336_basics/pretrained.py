@@ -63,10 +63,23 @@ def _tiktoken():
     return tiktoken
 
 
+# Recovering the merges of o200k_base takes seconds: done once per process and name.
+_recovered: dict[str, Encoding] = {}
+
+
 def load_encoding(name: str) -> Encoding:
-    """The encoding `name` (one of `NAMES`), with tiktoken's ranks as ids and its special tokens."""
+    """The encoding `name` (one of `NAMES`), with tiktoken's ranks as ids and its special tokens.
+
+    The result is shared between calls: do not change its dict and list.
+    """
     if name not in PATTERNS:
         raise ValueError(f"unknown pretrained encoding {name!r}; known: {', '.join(NAMES)}")
+    if name not in _recovered:
+        _recovered[name] = _load_encoding(name)
+    return _recovered[name]
+
+
+def _load_encoding(name: str) -> Encoding:
     tiktoken = _tiktoken()
     try:
         encoding = tiktoken.get_encoding(name)
