@@ -261,3 +261,13 @@ def test_truncated_and_malformed_files_name_the_file(saved, tmp_path):
     path.write_bytes(b"[1, 2]")
     with pytest.raises(ValueError, match="not a tokenizer.json"):
         Tokenizer.from_pretrained(path)
+
+
+def test_a_failed_save_leaves_the_directory_as_it_was(trained, saved, tmp_path):
+    for p in saved.iterdir():
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    clash = Tokenizer(trained.vocab, trained.merges, SPECIALS + ["Ġthe"])  # spelled like the token " the"
+    with pytest.raises(ValueError, match="same bytes|spelled like"):
+        clash.save_pretrained(tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -203,3 +203,33 @@ def test_recovery_follows_bpe_not_the_first_split():
 def test_unknown_names_list_the_known_ones():
     with pytest.raises(FileNotFoundError, match="cl100k_base, o200k_base"):
         Tokenizer.from_pretrained("gpt5_base")
+
+
+def test_without_tiktoken_the_message_names_the_extra(monkeypatch):
+    import sys
+
+    from cs336_basics import pretrained
+
+    monkeypatch.setattr(pretrained, "_recovered", {})
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # import tiktoken now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'cs336-basics\[tiktoken\]'"):
+        Tokenizer.from_pretrained("gpt2")
+
+
+def test_a_failed_download_says_where_tiktoken_looks(monkeypatch):
+    import tiktoken
+
+    from cs336_basics import pretrained
+
+    def offline(name):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(pretrained, "_recovered", {})
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    with pytest.raises(ValueError, match="cannot get the rank file of o200k_base through tiktoken.*TIKTOKEN_CACHE_DIR"):
+        Tokenizer.from_pretrained("o200k_base")
+
+
+def test_names_take_no_pattern_or_special_tokens():
+    with pytest.raises(ValueError, match="brings its own pattern and special tokens"):
+        Tokenizer.from_pretrained("gpt2", special_tokens=["<s>"])
