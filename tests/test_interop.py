@@ -91,22 +91,47 @@ def test_transformers_reads_our_tokenizer_json_with_our_ids(trained, saved):
     assert fast.decode(ids) == text == _hf(saved).decode(ids, skip_special_tokens=False)
 
 
+PATTERN_TEXT = st.lists(
+    st.sampled_from(list("aZé ßЖ中😀'’.,!?-/0\t\n\r") + ["   ", "\r\n", " \n ", "'S", "'ll", "HeLLo", "12345", EOT]),
+    max_size=30,
+).map("".join)
+
+
 @pytest.mark.parametrize("pattern", ["cl100k", "o200k", "none"])
-def test_other_patterns_round_trip_through_hugging_face(pattern, tmp_path):
-    vocab, merges = _trained_with(pattern)
-    ours = Tokenizer(vocab, merges, SPECIALS, pattern=pattern)
-    ours.save_pretrained(tmp_path)
-    hf = _hf(tmp_path)
-    loaded = Tokenizer.from_pretrained(tmp_path)
+@settings(max_examples=FUZZ_EXAMPLES // 20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=PATTERN_TEXT)
+def test_other_patterns_round_trip_through_hugging_face_and_transformers(trained, pattern, text):
+    """The pattern travels in tokenizer.json: HF's Split(regex) gives our pre-tokens (onig runs it)."""
+    ours, loaded, hf, fast = _with_pattern(trained, pattern)
     assert loaded.pattern == pattern
-    text = english()[:10_000] + f"{EOT} it's  12345 \n\n x<|pad|>"
-    assert hf.encode(text).ids == ours.encode(text) == loaded.encode(text)
+    ids = ours.encode(text)
+    assert hf.encode(text).ids == ids == loaded.encode(text) == fast.encode(text)
 
 
-def _trained_with(pattern):
-    from cs336_basics.bpe import train_bpe
+_patterned: dict = {}
 
-    return train_bpe(FIXTURES_PATH / "english.txt", 500, SPECIALS, pattern=pattern)
+
+def _with_pattern(trained, pattern):
+    """Our English vocabulary with another pattern, saved, and read back by us, tokenizers and transformers."""
+    if pattern not in _patterned:
+        import tempfile
+
+        from transformers import PreTrainedTokenizerFast
+
+        ours = Tokenizer(trained.vocab, trained.merges, SPECIALS, pattern=pattern)
+        folder = tempfile.mkdtemp(prefix=f"bpe-{pattern}-")
+        ours.save_pretrained(folder)
+        path = f"{folder}/tokenizer.json"
+        _patterned[pattern] = (
+            ours, Tokenizer.from_pretrained(folder), _hf_from(path), PreTrainedTokenizerFast(tokenizer_file=path)
+        )
+    return _patterned[pattern]
+
+
+def _hf_from(path):
+    import tokenizers
+
+    return tokenizers.Tokenizer.from_file(str(path))
 
 
 def _hf_trained(tmp_path, *, split_regex: str | None = None):
