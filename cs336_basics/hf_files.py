@@ -18,26 +18,47 @@ pre-tokenizer, a template post-processor that adds tokens...) is refused by name
 
 import json
 
+import regex
+
 from cs336_basics.gpt2_files import text_to_token, token_to_text
 
 _NAMED = ("gpt2", "cl100k", "o200k")
 
+# `tokenizers` runs Split regexes with Oniguruma, which reads `X{n,m}+` as `(?:X{n,m})+`, where the
+# `regex` package and tiktoken read a possessive `X{n,m}`: as written, cl100k's `\p{N}{1,3}+` would
+# keep "2019" whole instead of cutting "201" "9". So what we write spells it as an atomic group,
+# which both engines read alike, and what we read is turned into the `regex` spelling of what
+# Oniguruma does. X is one atom: a \p{..} class, an escape, a [...] set or one plain character.
+_ATOM = r"(\\[pP]\{[^}]*\}|\\.|\[(?:\\.|[^\]\\])*\]|[^\\()\[\]{}|])"
+_BOUNDED_PLUS = regex.compile(_ATOM + r"\{(\d+(?:,\d*)?)\}\+")
+_GROUP_BOUNDED_PLUS = regex.compile(r"\)\{\d+(?:,\d*)?\}\+")
+
+
+def _for_oniguruma(source: str) -> str:
+    if _GROUP_BOUNDED_PLUS.search(source):
+        raise ValueError(f"pattern {source!r} repeats a group with {{n,m}}+, which Hugging Face's regex engine reads differently")
+    return _BOUNDED_PLUS.sub(r"(?>\1{\2})", source)
+
+
+def _from_oniguruma(source: str, where: str) -> str:
+    if _GROUP_BOUNDED_PLUS.search(source):
+        raise ValueError(f"{where}: Split regex repeats a group with {{n,m}}+, which we do not reproduce")
+    return _BOUNDED_PLUS.sub(r"(?:\1{\2})+", source)
+
+
+def _pattern_name(onig_source: str, where: str) -> str:
+    """Our name for a Split regex when it is one of our named patterns as we write them, else the
+    regex in the `regex` package's spelling."""
+    for name in _NAMED:
+        if onig_source == _for_oniguruma(_regex_string(name)):
+            return name
+    return _from_oniguruma(onig_source, where)
+
 
 def _regex_string(pattern: str) -> str | None:
-    from cs336_basics.patterns import regex_string
+    from cs336_basics.patterns import regex_string  # the patterns module imports nothing of ours
 
     return regex_string(pattern)
-
-
-def _pattern_name(regex_source: str) -> str:
-    """Our name for a regex when it is one of our named patterns, else the regex itself."""
-    for name in _NAMED:
-        try:
-            if _regex_string(name) == regex_source:
-                return name
-        except ImportError:  # no patterns module: only GPT-2's pattern is known
-            break
-    return regex_source
 
 
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -51,7 +72,7 @@ def _pre_tokenizer(pattern: str) -> dict:
     return {
         "type": "Sequence",
         "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": _regex_string(pattern)}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": _for_oniguruma(_regex_string(pattern))}, "behavior": "Isolated", "invert": False},
             {**_BYTE_LEVEL, "use_regex": False},
         ],
     }
@@ -145,7 +166,7 @@ def _read_pattern(pre: object, source: str) -> str:
                     f"{split.get('invert')!r} is not supported (only Isolated, not inverted)"
                 )
             byte_level(steps[1], regex=False)
-            return _pattern_name(regex_source)
+            return _pattern_name(regex_source, source)
         kinds = ", ".join(_describe(step) for step in steps) if isinstance(steps, list) else "?"
         raise ValueError(
             f"{source}: pre-tokenizer Sequence[{kinds}] is not supported "
