@@ -96,23 +96,24 @@ def save_ranks(ranks: dict[bytes, int], path: str | os.PathLike) -> None:
 _NO_RANK = 1 << 62
 
 
-def _bpe_below(word: str, pair_rank: dict[str, int]) -> str:
-    """tiktoken's BPE on a token's bytes, held as characters `chr(rank)`, with the listed pairs
-    (two such characters -> the rank of their concatenation): leftmost lowest-ranked pair first."""
-    parts = list(word)
-    ranks = [pair_rank.get(a + b, _NO_RANK) for a, b in zip(word, word[1:])]
-    while ranks:
-        best = min(ranks)
+def _bpe_below(token: bytes, ranks: dict[bytes, int], limit: int) -> list[bytes]:
+    """tiktoken's BPE on `token`'s bytes using only ranks below `limit`: again and again, merge the
+    leftmost adjacent pair whose concatenation has the lowest rank."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    pair_ranks = [ranks.get(a + b, _NO_RANK) for a, b in zip(parts, parts[1:])]
+    pair_ranks = [r if r < limit else _NO_RANK for r in pair_ranks]
+    while pair_ranks:
+        best = min(pair_ranks)
         if best == _NO_RANK:
             break
-        where = ranks.index(best)  # the leftmost of the lowest
-        parts[where : where + 2] = [chr(best)]
-        del ranks[where]
-        if where < len(ranks):
-            ranks[where] = pair_rank.get(parts[where] + parts[where + 1], _NO_RANK)
-        if where:
-            ranks[where - 1] = pair_rank.get(parts[where - 1] + parts[where], _NO_RANK)
-    return "".join(parts)
+        where = pair_ranks.index(best)  # the leftmost of the lowest
+        parts[where : where + 2] = [parts[where] + parts[where + 1]]
+        del pair_ranks[where]
+        for i in (where - 1, where):
+            if 0 <= i < len(pair_ranks):
+                rank = ranks.get(parts[i] + parts[i + 1], _NO_RANK)
+                pair_ranks[i] = rank if rank < limit else _NO_RANK
+    return parts
 
 
 def recover_merges(ranks: dict[bytes, int], *, source: str = "ranks") -> list[tuple[bytes, bytes]]:
@@ -129,30 +130,21 @@ def recover_merges(ranks: dict[bytes, int], *, source: str = "ranks") -> list[tu
         )
     if max(ranks.values()) > MAX_TOKEN_ID:
         raise ValueError(f"{source}: rank {max(ranks.values())} is above the largest id we hold, {MAX_TOKEN_ID}")
-    byte_chars = {b: chr(ranks[bytes([b])]) for b in range(256)}
-    tokens = {rank: token for token, rank in ranks.items()}
     merges: list[tuple[bytes, bytes]] = []
-    # Every pair of tokens whose concatenation is a token -> the concatenation's rank. Only the pairs
-    # made of lower ranks are needed: BPE below rank r never forms a token of rank r or more.
-    pair_rank: dict[str, int] = {}
-    for rank in sorted(tokens):
-        token = tokens[rank]
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
         if len(token) == 1:
             continue
-        parts = _bpe_below(token.decode("latin-1").translate(byte_chars), pair_rank)
+        if len(token) == 2:  # nothing below: its two bytes
+            merges.append((token[:1], token[1:]))
+            continue
+        parts = _bpe_below(token, ranks, rank)
         if len(parts) != 2:
-            shown = " + ".join(repr(tokens[ord(p)]) for p in parts[:8]) + (" + ..." if len(parts) > 8 else "")
+            shown = " + ".join(map(repr, parts[:8])) + (" + ..." if len(parts) > 8 else "")
             raise ValueError(
                 f"{source}: token {token!r} (rank {rank}) cannot be recovered as a merge: BPE with the "
                 f"lower ranks leaves {len(parts)} parts ({shown}), so these ranks do not come from BPE"
             )
-        merges.append((tokens[ord(parts[0])], tokens[ord(parts[1])]))
-        for i in range(1, len(token)):
-            left = ranks.get(token[:i])
-            if left is not None:
-                right = ranks.get(token[i:])
-                if right is not None:
-                    pair_rank[chr(left) + chr(right)] = rank
+        merges.append((parts[0], parts[1]))
     return merges
 
 
