@@ -23,6 +23,7 @@ import binascii
 import gzip
 import hashlib
 import os
+from itertools import repeat
 from pathlib import Path
 
 from cs336_basics.gpt2_files import MAX_TOKEN_ID, atomic_write_texts
@@ -96,23 +97,27 @@ def save_ranks(ranks: dict[bytes, int], path: str | os.PathLike) -> None:
 _NO_RANK = 1 << 62
 
 
-def _bpe_below(token: bytes, ranks: dict[bytes, int], limit: int) -> list[bytes]:
-    """tiktoken's BPE on `token`'s bytes using only ranks below `limit`: again and again, merge the
-    leftmost adjacent pair whose concatenation has the lowest rank."""
-    parts = [token[i : i + 1] for i in range(len(token))]
-    pair_ranks = [ranks.get(a + b, _NO_RANK) for a, b in zip(parts, parts[1:])]
-    pair_ranks = [r if r < limit else _NO_RANK for r in pair_ranks]
+_SINGLE_BYTES = [bytes([b]) for b in range(256)]
+
+
+def _bpe(token: bytes, ranks: dict[bytes, int]) -> list[bytes]:
+    """tiktoken's BPE on `token`'s bytes with `ranks`: again and again, merge the leftmost adjacent
+    pair whose concatenation has the lowest rank."""
+    parts = list(map(_SINGLE_BYTES.__getitem__, token))
+    rank_of = ranks.get
+    pair_ranks = list(map(rank_of, map(bytes.__add__, parts, parts[1:]), repeat(_NO_RANK)))
     while pair_ranks:
         best = min(pair_ranks)
         if best == _NO_RANK:
             break
         where = pair_ranks.index(best)  # the leftmost of the lowest
-        parts[where : where + 2] = [parts[where] + parts[where + 1]]
+        merged = parts[where] + parts[where + 1]
+        parts[where : where + 2] = [merged]
         del pair_ranks[where]
-        for i in (where - 1, where):
-            if 0 <= i < len(pair_ranks):
-                rank = ranks.get(parts[i] + parts[i + 1], _NO_RANK)
-                pair_ranks[i] = rank if rank < limit else _NO_RANK
+        if where < len(pair_ranks):
+            pair_ranks[where] = rank_of(merged + parts[where + 1], _NO_RANK)
+        if where:
+            pair_ranks[where - 1] = rank_of(parts[where - 1] + merged, _NO_RANK)
     return parts
 
 
@@ -131,13 +136,15 @@ def recover_merges(ranks: dict[bytes, int], *, source: str = "ranks") -> list[tu
     if max(ranks.values()) > MAX_TOKEN_ID:
         raise ValueError(f"{source}: rank {max(ranks.values())} is above the largest id we hold, {MAX_TOKEN_ID}")
     merges: list[tuple[bytes, bytes]] = []
+    below: dict[bytes, int] = {}  # the tokens of lower rank than the current one
     for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
-        if len(token) == 1:
+        if len(token) <= 2:  # a byte, or two bytes that nothing below can join
+            below[token] = rank
+            if len(token) == 2:
+                merges.append((token[:1], token[1:]))
             continue
-        if len(token) == 2:  # nothing below: its two bytes
-            merges.append((token[:1], token[1:]))
-            continue
-        parts = _bpe_below(token, ranks, rank)
+        parts = _bpe(token, below)
+        below[token] = rank
         if len(parts) != 2:
             shown = " + ".join(map(repr, parts[:8])) + (" + ..." if len(parts) > 8 else "")
             raise ValueError(
