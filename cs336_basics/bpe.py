@@ -241,9 +241,7 @@ class Tokenizer:
 
         loaded = pretrained.load(name_or_path, pattern=pattern, special_tokens=special_tokens, sha256=sha256)
         try:
-            # TEMP until the patterns work is merged: Tokenizer(..., pattern=) and tok.pattern
-            options = {} if loaded.pattern == "gpt2" else {"pattern": loaded.pattern}
-            return cls(loaded.vocab, loaded.merges, loaded.special_tokens, **options)
+            return cls(loaded.vocab, loaded.merges, loaded.special_tokens, pattern=loaded.pattern)
         except ValueError as e:
             raise ValueError(f"{name_or_path}: {e}") from None
 
@@ -252,14 +250,14 @@ class Tokenizer:
         pattern and the special tokens) into `directory`, atomically (see `pretrained.save`)."""
         from cs336_basics import pretrained
 
-        pretrained.save(directory, self.vocab, self.merges, self.special_tokens, getattr(self, 'pattern', 'gpt2'))
+        pretrained.save(directory, self.vocab, self.merges, self.special_tokens, self.pattern)
 
     def to_tiktoken(self, *, name: str = "cs336"):
         """A `tiktoken.Encoding` giving our ids on any text (special tokens allowed with
         `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
         from cs336_basics import pretrained
 
-        return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, getattr(self, 'pattern', 'gpt2'), name=name)
+        return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, self.pattern, name=name)
 
     def save_tiktoken(self, path: "str | os.PathLike") -> None:
         """Write our ids as a `.tiktoken` rank file (special tokens are not part of it), atomically;

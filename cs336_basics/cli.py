@@ -324,7 +324,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 def cmd_convert(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.source, args.special_token)
-    pattern = getattr(tokenizer, "pattern", "gpt2")  # TEMP until Tokenizer has `pattern`
+    pattern = tokenizer.pattern
     out = Path(args.out)
     if args.to == "tiktoken":
         if out.is_dir():

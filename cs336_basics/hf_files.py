@@ -21,6 +21,7 @@ import json
 import regex
 
 from cs336_basics.gpt2_files import text_to_token, token_to_text
+from cs336_basics.patterns import regex_string
 
 _NAMED = ("gpt2", "cl100k", "o200k")
 
@@ -50,15 +51,9 @@ def _pattern_name(onig_source: str, where: str) -> str:
     """Our name for a Split regex when it is one of our named patterns as we write them, else the
     regex in the `regex` package's spelling."""
     for name in _NAMED:
-        if onig_source == _for_oniguruma(_regex_string(name)):
+        if onig_source == _for_oniguruma(regex_string(name)):
             return name
     return _from_oniguruma(onig_source, where)
-
-
-def _regex_string(pattern: str) -> str | None:
-    from cs336_basics.patterns import regex_string  # the patterns module imports nothing of ours
-
-    return regex_string(pattern)
 
 
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -72,7 +67,7 @@ def _pre_tokenizer(pattern: str) -> dict:
     return {
         "type": "Sequence",
         "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": _for_oniguruma(_regex_string(pattern))}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": _for_oniguruma(regex_string(pattern))}, "behavior": "Isolated", "invert": False},
             {**_BYTE_LEVEL, "use_regex": False},
         ],
     }

@@ -25,8 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cs336_basics import gpt2_files, hf_files
-from cs336_basics.pretokenize import GPT2_PATTERN
+from cs336_basics import gpt2_files, hf_files, patterns
 from cs336_basics.tiktoken_files import load_ranks, ranks_from_vocab, recover_merges, vocab_from_ranks
 
 
@@ -40,16 +39,9 @@ class Encoding:
     pattern: str
 
 
-# tiktoken's encoding name -> our name of its pre-tokenization pattern (gpt2 and r50k_base are the
-# same encoding; p50k_base adds tokens for runs of 2 to 25 spaces, with GPT-2's pattern).
-PATTERNS = {
-    "gpt2": "gpt2",
-    "r50k_base": "gpt2",
-    "p50k_base": "gpt2",
-    "cl100k_base": "cl100k",
-    "o200k_base": "o200k",
-}
-NAMES = tuple(PATTERNS)
+# tiktoken's names of the encodings we load. gpt2 and r50k_base are the same encoding; p50k_base adds
+# tokens for runs of 2 to 25 spaces. Each name is also the name of its pattern (see `patterns`).
+NAMES = ("gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base")
 
 
 def _tiktoken():
@@ -72,7 +64,7 @@ def load_encoding(name: str) -> Encoding:
 
     The result is shared between calls: do not change its dict and list.
     """
-    if name not in PATTERNS:
+    if name not in NAMES:
         raise ValueError(f"unknown pretrained encoding {name!r}; known: {', '.join(NAMES)}")
     if name not in _recovered:
         _recovered[name] = _load_encoding(name)
@@ -94,7 +86,7 @@ def _load_encoding(name: str) -> Encoding:
         vocab=vocab_from_ranks(ranks, specials),
         merges=recover_merges(ranks, source=name),
         special_tokens=list(specials),
-        pattern=PATTERNS[name],
+        pattern=patterns.canonical(name),
     )
 
 
@@ -119,7 +111,7 @@ def load(
 
     `special_tokens` given for a directory or tokenizer.json replace the file's own.
     """
-    if isinstance(name_or_path, str) and name_or_path in PATTERNS:
+    if isinstance(name_or_path, str) and name_or_path in NAMES:
         if pattern is not None or special_tokens is not None or sha256 is not None:
             raise ValueError(f"{name_or_path} brings its own pattern and special tokens; give neither")
         return load_encoding(name_or_path)
@@ -184,14 +176,9 @@ def to_tiktoken(
     tiktoken = _tiktoken()
     ranks = ranks_from_vocab(vocab, merges, special_tokens)
     ids = {token: token_id for token_id, token in vocab.items()}
-    if pattern == "none":
+    regex_source = patterns.regex_string(pattern)
+    if regex_source is None:  # "none": each document is one piece
         regex_source = r"[\s\S]+"
-    elif pattern == "gpt2":
-        regex_source = GPT2_PATTERN
-    else:
-        from cs336_basics.patterns import regex_string
-
-        regex_source = regex_string(pattern)
     return tiktoken.Encoding(
         name=name,
         pat_str=regex_source,

@@ -59,7 +59,7 @@ def test_save_pretrained_writes_three_files_that_load_back(trained, saved):
 def test_a_directory_without_tokenizer_json_has_the_gpt2_pattern(trained, tmp_path):
     trained.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
     loaded = Tokenizer.from_pretrained(tmp_path, special_tokens=SPECIALS)
-    assert getattr(loaded, "pattern", "gpt2") == "gpt2"
+    assert loaded.pattern == "gpt2"
     text = english()[:5000] + EOT
     assert loaded.encode(text) == trained.encode(text)
 
