@@ -310,3 +310,14 @@ def test_a_failed_save_leaves_the_directory_as_it_was(trained, saved, tmp_path):
     with pytest.raises(ValueError, match="same bytes|spelled like"):
         clash.save_pretrained(tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_merges_that_tiktoken_would_make_otherwise_are_refused(tmp_path):
+    """abc is listed as a + bc, but tiktoken's BPE on abc joins a and b first (lower rank), so it
+    would make abc from ab + c, a token our merges never produce: the ids would differ."""
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"bc", 258: b"abc"}
+    tok = Tokenizer(vocab, [(b"a", b"b"), (b"b", b"c"), (b"a", b"bc")])
+    assert tok.encode("abc") == [256, ord("c")]
+    with pytest.raises(ValueError, match=r"tiktoken would make b'abc' from \(b'ab', b'c'\), not from our merge"):
+        tok.save_tiktoken(tmp_path / "x.tiktoken")
+    assert list(tmp_path.iterdir()) == []
