@@ -190,8 +190,9 @@ def load_tokenizer(source: str, special_tokens: list[str] | None) -> Tokenizer:
     path = Path(source)
     if not path.exists():
         raise CommandError(
-            f"tokenizer file not found: {source} (a folder from `bpe train --out {source}`, a tokenizer.json, "
-            f"a .tiktoken file, or one of {', '.join(NAMES)})"
+            f"tokenizer file not found: {source} (expected a folder with tokenizer.json or vocab.json and "
+            f"merges.txt, as `bpe train --out {source}` writes; a tokenizer.json; a .tiktoken file; "
+            f"or one of {', '.join(NAMES)})"
         )
     if path.is_dir() and not (path / "tokenizer.json").is_file():
         for p in (path / "vocab.json", path / "merges.txt"):

@@ -111,10 +111,18 @@ def save_vocab_and_merges(
 
 
 def vocab_and_merges_texts(
-    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: Iterable[str] = ()
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_tokens: Iterable[str] = (),
+    *,
+    companions: dict[str, str] | None = None,
 ) -> tuple[str, str]:
     """The texts of `vocab.json` and `merges.txt` (see `save_vocab_and_merges`), to write together
-    with other files."""
+    with other files.
+
+    The version line of merges.txt names the sha256 of vocab.json, and of each `companions` file
+    (name -> text) written beside them (see `companion_hashes`).
+    """
     specials = {s.encode("utf-8"): s for s in special_tokens}
     spelled = {}
     for token_id in sorted(vocab):
@@ -125,8 +133,24 @@ def vocab_and_merges_texts(
     vocab_text = json.dumps(spelled, ensure_ascii=False, indent=0) + "\n"
     # The version line also names the vocab.json it belongs to; other readers skip the whole line.
     header = f"#version: 0.2 {_VOCAB_SHA256}{hashlib.sha256(vocab_text.encode('utf-8')).hexdigest()}"
+    for name, text in (companions or {}).items():
+        header += f" {name}-sha256={hashlib.sha256(text.encode('utf-8')).hexdigest()}"
     lines = [header] + [f"{token_to_text(a)} {token_to_text(b)}" for a, b in merges]
     return vocab_text, "\n".join(lines) + "\n"
+
+
+def companion_hashes(merges_path: str | os.PathLike) -> dict[str, str]:
+    """The files that merges.txt's version line names with their sha256 (vocab.json included)."""
+    with open(merges_path, "rb") as f:
+        first = f.readline().decode("utf-8-sig", errors="replace")
+    if not first.startswith("#version"):
+        return {}
+    hashes = {}
+    for field in first.split()[2:]:
+        name, _, digest = field.rpartition("-sha256=")
+        if name and digest:
+            hashes["vocab.json" if name == "vocab" else name] = digest
+    return hashes
 
 
 def load_vocab_and_merges(

@@ -21,6 +21,7 @@ The merges are recovered from the ranks (`tiktoken_files.recover_merges`) and th
 ranks, so encoding gives tiktoken's ids.
 """
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,12 +142,28 @@ def load(
         vocab, merges = gpt2_files.load_vocab_and_merges(vocab_path, merges_path, specials)
         return Encoding(vocab, merges, specials, pattern or "gpt2")
     json_path = path / "tokenizer.json" if path.is_dir() else path
+    if path.is_dir():
+        _check_same_save(path)
     vocab, merges, specials, own_pattern = hf_files.parse_tokenizer_json(json_path.read_bytes(), source=str(json_path))
     if pattern is not None and pattern != own_pattern:
         raise ValueError(f"{json_path} has the pattern {own_pattern!r}; it cannot be loaded with pattern={pattern!r}")
     if special_tokens is not None:
         specials = list(special_tokens)
     return Encoding(vocab, merges, specials, own_pattern)
+
+
+def _check_same_save(directory: Path) -> None:
+    """Refuse a directory whose files come from different saves: merges.txt names the sha256 of
+    the others (a SIGKILL between the renames of a save is the only way to get there)."""
+    merges_path = directory / "merges.txt"
+    if not merges_path.is_file():
+        return
+    for name, digest in gpt2_files.companion_hashes(merges_path).items():
+        other = directory / name
+        if other.is_file() and hashlib.sha256(other.read_bytes()).hexdigest() != digest:
+            raise ValueError(
+                f"{merges_path} was written with another {name} than {other} (an interrupted save?); save again"
+            )
 
 
 def save(
@@ -161,8 +178,10 @@ def save(
     """Write the tokenizer directory (see the module docstring), creating it if needed, with any
     `extra_files` (name -> text) in the same atomic write."""
     directory = Path(directory)
-    vocab_text, merges_text = gpt2_files.vocab_and_merges_texts(vocab, merges, special_tokens)
     hf_text = hf_files.tokenizer_json(vocab, merges, special_tokens, pattern)
+    vocab_text, merges_text = gpt2_files.vocab_and_merges_texts(
+        vocab, merges, special_tokens, companions={"tokenizer.json": hf_text}
+    )
     directory.mkdir(parents=True, exist_ok=True)
     texts = {"vocab.json": vocab_text, "merges.txt": merges_text, "tokenizer.json": hf_text, **(extra_files or {})}
     gpt2_files.atomic_write_texts({directory / name: text for name, text in texts.items()})

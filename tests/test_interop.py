@@ -321,3 +321,15 @@ def test_merges_that_tiktoken_would_make_otherwise_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"tiktoken would make b'abc' from \(b'ab', b'c'\), not from our merge"):
         tok.save_tiktoken(tmp_path / "x.tiktoken")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_files_from_different_saves_are_refused(trained, saved, tmp_path):
+    """merges.txt names the sha256 of vocab.json and tokenizer.json saved with it."""
+    for p in saved.iterdir():
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    other = Tokenizer(trained.vocab, trained.merges, SPECIALS, pattern="cl100k")
+    other.save_pretrained(tmp_path / "other")
+    (tmp_path / "tokenizer.json").write_bytes((tmp_path / "other" / "tokenizer.json").read_bytes())
+    with pytest.raises(ValueError, match=r"merges.txt was written with another tokenizer.json than .*interrupted save"):
+        Tokenizer.from_pretrained(tmp_path)
+    assert Tokenizer.from_pretrained(tmp_path / "tokenizer.json").pattern == "cl100k"  # the file alone is whole
