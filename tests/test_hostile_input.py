@@ -660,7 +660,7 @@ def test_cli_good_input_works(tmp_path, capsys, cli_inputs):
     assert run_bpe(capsys, ["train", cli_inputs["good"], "--vocab-size", "300", "--out", str(out), "--quiet"])[0] == 0
     code, _, err = run_bpe(capsys, ["encode", cli_inputs["good"], "--tokenizer", str(out), "--out", str(out / "x.npy"), "--quiet"])
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["merge_log.tsv", "merges.txt", "vocab.json", "x.npy"]
+    assert sorted(p.name for p in out.iterdir()) == ["merge_log.tsv", "merges.txt", "tokenizer.json", "vocab.json", "x.npy"]
     code, text, err = run_bpe(capsys, ["decode", str(out / "x.npy"), "--tokenizer", str(out)])
     assert code == 0 and text == Path(cli_inputs["good"]).read_text(encoding="utf-8"), err
 
