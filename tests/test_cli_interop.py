@@ -126,3 +126,13 @@ def test_a_broken_tokenizer_json_is_one_line(trained_dir, tmp_path, capsys):
     assert main(["inspect", "--tokenizer", str(tmp_path), "x"]) == 1
     line = one_error_line(capsys)
     assert str(tmp_path / "tokenizer.json") in line and "malformed JSON" in line
+
+
+def test_commands_use_the_directorys_pattern(tmp_path, capsys):
+    """A folder saved with GPT-4's pattern cuts digits in threes on the command line too."""
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"20", 257: b"201", 258: b"2019"}
+    merges = [(b"2", b"0"), (b"20", b"1"), (b"201", b"9")]
+    Tokenizer(vocab, merges, ["<|endoftext|>"], pattern="cl100k").save_pretrained(tmp_path)
+    assert main(["inspect", "--tokenizer", str(tmp_path), "2019"]) == 0
+    pieces = capsys.readouterr().out.splitlines()[0]
+    assert pieces == "[201][9]"  # GPT-2's pattern keeps 2019 whole: [2019]
