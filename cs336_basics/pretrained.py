@@ -3,13 +3,13 @@
 `load` takes what `Tokenizer.from_pretrained` takes; `save` writes a tokenizer directory:
 
     DIR/vocab.json       GPT-2's format (see gpt2_files), as `Tokenizer.save` writes it
-    DIR/merges.txt       GPT-2's format, its first line naming the sha256 of vocab.json
+    DIR/merges.txt       GPT-2's format, its first line naming the sha256 of the other two
     DIR/tokenizer.json   Hugging Face's format (see hf_files): the same vocabulary and merges, the
                          pre-tokenization pattern and the special tokens
 
 The three files are written to temporary files first and renamed into place together. Loading a
-directory reads its tokenizer.json; a directory without one (written by `Tokenizer.save`, or GPT-2's
-own files) has the GPT-2 pattern.
+directory reads its tokenizer.json, after checking that the three come from one save; a directory
+without one (written by `Tokenizer.save`, or GPT-2's own files) has the GPT-2 pattern.
 
 The pretrained encodings people know (GPT-2, GPT-3, Codex, GPT-4, GPT-4o) come through tiktoken.
 
