@@ -276,6 +276,8 @@ def _edited(saved, tmp_path, edit) -> str:
         (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), "post-processor 'TemplateProcessing'"),
         (lambda d: d.update(decoder={"type": "WordPiece"}), "decoder 'WordPiece' is not supported"),
         (lambda d: d["added_tokens"][0].update(lstrip=True), "has lstrip=true"),
+        (lambda d: d["added_tokens"][0].update(id=5), "has id 5 but the model gives it id"),
+        (lambda d: d["added_tokens"].append(dict(d["added_tokens"][0])), "is listed twice"),
         (lambda d: d["model"]["vocab"].update({"Ġthe": 3}), "both have id 3"),
         (lambda d: d["model"]["merges"].append(["Ġ", "zzzz"]), "not in the vocabulary"),
         (lambda d: d["model"]["vocab"].update({"€": 5000}), "not written in the byte-level alphabet"),
