@@ -580,6 +580,7 @@ th { color: var(--muted); font-weight: 600; font-size: 12px; }
 table.num td:not(:first-child), table.num th:not(:first-child), td.n { text-align: right; font-variant-numeric: tabular-nums; }
 table.num td:not(:first-child), td.n { white-space: nowrap; }
 tr.na td { color: var(--muted); font-style: italic; }
+table.num tr.na td { white-space: normal; text-align: left; overflow-wrap: anywhere; }
 code { font: 13px ui-monospace, "DejaVu Sans Mono", monospace; background: #f1f5f9; padding: 1px 4px;
   border-radius: 4px; white-space: pre; }
 .sample { font: 15px/1.9 ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap; word-break: break-word;
