@@ -51,6 +51,7 @@ def train_bpe(
     vocab_size: int,
     special_tokens: list[str],
     *,
+    pattern: str = "gpt2",
     num_workers: int | None = None,
     piece_size: int | None = None,
     progress: bool = False,
@@ -65,9 +66,11 @@ def train_bpe(
     step merges the most frequent pair; ties go to the lexicographically greatest
     `(left_bytes, right_bytes)`.
 
-    Options: `num_workers` processes count pre-tokens and share the merge loop (default: all cores,
-    one for small files); `piece_size` is the most bytes one worker task reads (tests use tiny
-    ones). The result depends on neither. `progress` shows progress bars on stderr. A `stats` dict,
+    Options: `pattern` is the pre-tokenization pattern: "gpt2" (the default), "cl100k", "o200k",
+    "none" (each document is one sequence) or a regex (see `patterns`). `num_workers` processes
+    count pre-tokens and share the merge loop (default: all cores, one for small files);
+    `piece_size` is the most bytes one worker task reads (tests use tiny ones). The result depends
+    on neither. `progress` shows progress bars on stderr. A `stats` dict,
     if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes`,
     `pretoken_bytes` (the corpus length in bytes without the special tokens) and `num_workers`. A
     `merge_log` list, if given, receives one `(count, tokens)` per merge: the pair's count when it
@@ -75,6 +78,7 @@ def train_bpe(
     counted, so it starts from `pretoken_bytes`).
     """
     special_tokens = validate_special_tokens(special_tokens)
+    pattern = patterns.canonical(pattern)
     for token in special_tokens:
         if len(token.encode("utf-8")) == 1:
             raise ValueError(
@@ -95,6 +99,7 @@ def train_bpe(
             num_workers=workers,
             piece_size=piece_size,
             on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
+            pattern=pattern,
         )
     word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
     del counts

@@ -1,6 +1,6 @@
 """The `bpe` command: train a tokenizer, encode files to token arrays, decode, inspect and measure.
 
-    bpe train [INPUT] --vocab-size N --special-token TOKEN ... --out DIR [--workers N]
+    bpe train [INPUT] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
     bpe decode --tokenizer DIR FILE.npy
     bpe inspect --tokenizer DIR "some text"
@@ -24,7 +24,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from cs336_basics import pretrained, report
+from cs336_basics import patterns, pretrained, report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.gpt2_files import atomic_write_texts
 from cs336_basics.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
@@ -146,11 +146,12 @@ def cmd_train(args: argparse.Namespace) -> None:
     stats: dict = {}
     log: list[tuple[int, int]] = []
     started = time.perf_counter()
+    pattern = args.pattern or "gpt2"
     vocab, merges = train_bpe(
-        input_path, args.vocab_size, specials, num_workers=args.workers, progress=not args.quiet, stats=stats,
-        merge_log=log,
+        input_path, args.vocab_size, specials, pattern=pattern, num_workers=args.workers, progress=not args.quiet,
+        stats=stats, merge_log=log,
     )
-    tokenizer = Tokenizer(vocab, merges, specials)
+    tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
     log_text = merge_log_tsv(merges, MergeLog(stats["pretoken_bytes"], log))
     pretrained.save(out, vocab, merges, specials, tokenizer.pattern, extra_files={"merge_log.tsv": log_text})
@@ -160,7 +161,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     sample_tokens = len(tokenizer.encode(sample)) if sample else 0
     own, child = _peak_rss_mb()
     longest = sorted((t for t in vocab.values() if t not in {s.encode() for s in specials}), key=len)[-5:][::-1]
-    print(f"trained on {input_path} ({stats['input_bytes']:,} bytes, {stats['num_workers']} worker(s))")
+    print(f"trained on {input_path} ({stats['input_bytes']:,} bytes, {stats['num_workers']} worker(s), "
+          f"pattern {_pattern_label(tokenizer.pattern)})")
     print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct)")
     print(f"  merging              {stats['merge_seconds']:8.2f} s   ({len(merges):,} merges)")
     print(f"  total                {total:8.2f} s")
@@ -176,16 +178,25 @@ def cmd_train(args: argparse.Namespace) -> None:
 # --- encode, decode, inspect, stats -----------------------------------------------------------------
 
 
-def load_tokenizer(source: str, special_tokens: list[str] | None) -> Tokenizer:
+def _pattern_label(pattern: str) -> str:
+    return pattern if pattern in patterns.NAMED else repr(pattern)
+
+
+def load_tokenizer(source: str, special_tokens: list[str] | None, pattern: str | None = None) -> Tokenizer:
     """The tokenizer named by `--tokenizer`: a pretrained name (gpt2, cl100k_base, ...), a folder, a
     tokenizer.json or a .tiktoken file. A folder with a tokenizer.json brings its own pattern and
     special tokens; one with only vocab.json and merges.txt gets the GPT-2 pattern and, unless
-    --special-token says otherwise, <|endoftext|>."""
+    --special-token says otherwise, <|endoftext|>. `pattern` (from --pattern) overrides the GPT-2
+    default of vocab.json and merges.txt or of a .tiktoken file; a tokenizer.json must agree with it."""
     from cs336_basics.pretrained import NAMES
 
+    if pattern is not None:
+        pattern = patterns.canonical(pattern)
     if source in NAMES:
         if special_tokens is not None:
             raise CommandError(f"{source} has its own special tokens; drop --special-token")
+        if pattern is not None:
+            raise CommandError(f"{source} has its own pattern; drop --pattern")
         return Tokenizer.from_pretrained(source)
     path = Path(source)
     if not path.exists():
@@ -199,12 +210,12 @@ def load_tokenizer(source: str, special_tokens: list[str] | None) -> Tokenizer:
             if not p.is_file():
                 raise CommandError(f"tokenizer file not found: {p} (train one with `bpe train --out {source}`)")
         specials = special_tokens if special_tokens is not None else [DEFAULT_SPECIAL]
-        return Tokenizer.from_pretrained(path, special_tokens=specials)
-    return Tokenizer.from_pretrained(path, special_tokens=special_tokens)
+        return Tokenizer.from_pretrained(path, special_tokens=specials, pattern=pattern)
+    return Tokenizer.from_pretrained(path, special_tokens=special_tokens, pattern=pattern)
 
 
 def cmd_encode(args: argparse.Namespace) -> None:
-    tokenizer = load_tokenizer(args.tokenizer, args.special_token)
+    tokenizer = load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     inputs = [_readable_file(Path(p)) for p in args.inputs]
     out = Path(args.out)
     _writable_dir(out.parent)
@@ -229,7 +240,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
 def cmd_decode(args: argparse.Namespace) -> None:
     import numpy as np
 
-    tokenizer = load_tokenizer(args.tokenizer, args.special_token)
+    tokenizer = load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     path = _readable_file(Path(args.array))
     try:
         ids = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -249,7 +260,7 @@ def cmd_decode(args: argparse.Namespace) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
-    tokenizer = load_tokenizer(args.tokenizer, args.special_token)
+    tokenizer = load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     ids = tokenizer.encode(args.text)
     colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
     pieces = []
@@ -265,7 +276,7 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    tokenizers = [(name, load_tokenizer(name, args.special_token)) for name in args.tokenizer]
+    tokenizers = [(name, load_tokenizer(name, args.special_token, args.pattern)) for name in args.tokenizer]
     path = _readable_file(Path(args.input))
     size = path.stat().st_size
     from tqdm import tqdm
@@ -297,7 +308,7 @@ def _merge_log_of(folder: str, tokenizer: Tokenizer) -> MergeLog | None:
 
 
 def cmd_vocab(args: argparse.Namespace) -> None:
-    tokenizer = load_tokenizer(args.dir, args.special_token)
+    tokenizer = load_tokenizer(args.dir, args.special_token, args.pattern)
     for line in report.vocab_tsv_lines(report.vocab_entries(tokenizer, _merge_log_of(args.dir, tokenizer))):
         print(line)
 
@@ -308,7 +319,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     if out.is_dir():
         raise CommandError(f"--out {out} is a folder; name the .html file to write")
     _watch_outputs(out)
-    tokenizer = load_tokenizer(args.dir, args.special_token)
+    tokenizer = load_tokenizer(args.dir, args.special_token, args.pattern)
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
     try:
         page = report.build_report(
@@ -324,7 +335,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> None:
-    tokenizer = load_tokenizer(args.source, args.special_token)
+    tokenizer = load_tokenizer(args.source, args.special_token, args.pattern)
     pattern = tokenizer.pattern
     out = Path(args.out)
     if args.to == "tiktoken":
@@ -361,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--special-token", action="append", metavar="TOKEN",
             help=f"a special token (repeat for more; default: {DEFAULT_SPECIAL})",
+        )
+        p.add_argument(
+            "--pattern", metavar="NAME|REGEX",
+            help="pre-tokenization: gpt2 (default), cl100k, o200k, none (whole documents) or a regex",
         )
 
     p = sub.add_parser("train", help="train a tokenizer and write DIR/vocab.json and DIR/merges.txt")

@@ -1,9 +1,10 @@
 """Reading a corpus file in pieces that can be processed apart, and counting its pre-tokens in parallel.
 
 A *safe cut* is a byte offset where cutting the file changes neither the documents nor the
-pre-tokens: the start of a special token, or the start of an ASCII whitespace run that follows an
-ASCII non-whitespace character (a GPT-2 pre-token never spans that boundary; see `pretokenize`) —
-in both cases only when no occurrence of any special token spans the offset. Every piece between safe
+pre-tokens: the start of a special token, or a safe boundary of the pattern between two ASCII
+characters (see `patterns`; for GPT-2, the start of an ASCII whitespace run that follows an ASCII
+non-whitespace character) — in both cases only when no occurrence of any special token spans the
+offset. A pattern without a safe boundary (a custom regex, or "none") is cut at special tokens only. Every piece between safe
 cuts therefore yields exactly the pre-tokens that the whole file yields there, so the counts, and the
 merges learned from them, do not depend on how the file is cut or how many processes count it.
 """
@@ -15,18 +16,20 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cs336_basics import patterns
 from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
 
-_ASCII_WS = rb"\t\n\x0b\x0c\r "
-# A non-whitespace ASCII byte followed by an ASCII whitespace byte: cut after the first.
-_WS_BOUNDARY = re.compile(rb"[^" + _ASCII_WS + rb"\x80-\xff](?=[" + _ASCII_WS + rb"])")
+# GPT-2's: a non-whitespace ASCII byte followed by an ASCII whitespace byte: cut after the first.
+_WS_BOUNDARY = patterns.get("gpt2").safe_cut_bytes
 
 SEARCH_WINDOW = 1 << 16
 
 
-def _safe_cuts_in(window: bytes, lo: int, specials: list[bytes]) -> Iterator[int]:
+def _safe_cuts_in(
+    window: bytes, lo: int, specials: list[bytes], boundary: re.Pattern[bytes] | None
+) -> Iterator[int]:
     """Candidate cut offsets in `window[lo:]`, in increasing order, not yet checked for coverage."""
-    candidates = [m.end() for m in _WS_BOUNDARY.finditer(window, max(lo - 1, 0))]
+    candidates = [m.end() for m in boundary.finditer(window, max(lo - 1, 0))] if boundary is not None else []
     for s in specials:
         i = window.find(s, lo)
         while i != -1:
@@ -44,10 +47,13 @@ def _covered(window: bytes, p: int, specials: list[bytes]) -> bool:
     return False
 
 
-def find_safe_cut(f, target: int, stop: int, specials: list[bytes]) -> int:
+def find_safe_cut(
+    f, target: int, stop: int, specials: list[bytes], boundary: re.Pattern[bytes] | None = _WS_BOUNDARY
+) -> int:
     """The first safe cut c with target <= c < stop in the open binary file `f`; `stop` if there is none.
 
-    `stop` must be a safe cut itself or the end of the file.
+    `stop` must be a safe cut itself or the end of the file. `boundary` finds the byte before each
+    safe boundary of the pattern (`Pretokenizer.safe_cut_bytes`; GPT-2's by default, None for none).
     """
     margin = max((len(s) for s in specials), default=1)
     f.seek(0, os.SEEK_END)
@@ -60,7 +66,7 @@ def find_safe_cut(f, target: int, stop: int, specials: list[bytes]) -> int:
         at_eof = start + len(window) >= size
         # A candidate needs `margin` bytes after it in the window, to see any special token spanning it.
         limit = len(window) if at_eof else len(window) - margin
-        for c in _safe_cuts_in(window, pos - start, specials):
+        for c in _safe_cuts_in(window, pos - start, specials, boundary):
             if c >= limit or start + c >= stop:
                 break
             if not _covered(window, c, specials):
@@ -71,7 +77,12 @@ def find_safe_cut(f, target: int, stop: int, specials: list[bytes]) -> int:
     return stop
 
 
-def plan_pieces(path: str | os.PathLike, piece_size: int, specials: list[bytes]) -> list[tuple[int, int]]:
+def plan_pieces(
+    path: str | os.PathLike,
+    piece_size: int,
+    specials: list[bytes],
+    boundary: re.Pattern[bytes] | None = _WS_BOUNDARY,
+) -> list[tuple[int, int]]:
     """Cut the file into consecutive (start, end) byte ranges of about `piece_size`, at safe cuts."""
     size = os.path.getsize(path)
     piece_size = max(piece_size, 1)
@@ -79,7 +90,7 @@ def plan_pieces(path: str | os.PathLike, piece_size: int, specials: list[bytes])
     start = 0
     with open(path, "rb") as f:
         while start < size:
-            end = find_safe_cut(f, start + piece_size, size, specials)
+            end = find_safe_cut(f, start + piece_size, size, specials, boundary)
             pieces.append((start, end))
             start = end
     return pieces
@@ -98,12 +109,19 @@ def read_text(f, path, start: int, end: int) -> str:
         ) from None
 
 
-def iter_blocks(path, start: int, end: int, specials: list[bytes], block_size: int) -> Iterator[tuple[int, str]]:
+def iter_blocks(
+    path,
+    start: int,
+    end: int,
+    specials: list[bytes],
+    block_size: int,
+    boundary: re.Pattern[bytes] | None = _WS_BOUNDARY,
+) -> Iterator[tuple[int, str]]:
     """Yield (bytes consumed, text) for consecutive blocks of [start, end), each ending at a safe cut."""
     with open(path, "rb") as f:
         pos = start
         while pos < end:
-            cut = find_safe_cut(f, pos + block_size, end, specials)
+            cut = find_safe_cut(f, pos + block_size, end, specials, boundary)
             yield cut - pos, read_text(f, path, pos, cut)
             pos = cut
 
@@ -123,17 +141,20 @@ def _init_worker(progress) -> None:
     _progress = progress
 
 
-def count_piece(path: str, start: int, end: int, special_tokens: list[str], block_size: int) -> dict[str, int]:
+def count_piece(
+    path: str, start: int, end: int, special_tokens: list[str], block_size: int, pattern: str = "gpt2"
+) -> dict[str, int]:
     """Pre-token counts of bytes [start, end) of the file, which must be cut at safe cuts."""
     special_re = special_token_regex(special_tokens)
     specials = [s.encode("utf-8") for s in special_tokens]
+    pretokenizer = patterns.get(pattern)
     chunk_counts: Counter[str] = Counter()
-    for consumed, text in iter_blocks(path, start, end, specials, block_size):
-        count_chunks(text, special_re, chunk_counts)
+    for consumed, text in iter_blocks(path, start, end, specials, block_size, pretokenizer.safe_cut_bytes):
+        count_chunks(text, special_re, chunk_counts, pretokenizer)
         if _progress is not None:
             with _progress.get_lock():
                 _progress.value += consumed
-    return pretoken_counts(chunk_counts)
+    return pretoken_counts(chunk_counts, pretokenizer)
 
 
 def count_pretokens(
@@ -144,8 +165,9 @@ def count_pretokens(
     piece_size: int | None = None,
     block_size: int = 1 << 22,
     on_progress: Callable[[int], None] | None = None,
+    pattern: str = "gpt2",
 ) -> dict[str, int]:
-    """Count the pre-tokens of a UTF-8 file, in `num_workers` processes.
+    """Count the pre-tokens of a UTF-8 file, made by `pattern` (see `patterns`), in `num_workers` processes.
 
     The file is cut into pieces (by default one per worker for files up to 1 GiB per worker, more
     for larger ones), each counted by one worker in blocks of `block_size` bytes, so memory grows
@@ -158,8 +180,9 @@ def count_pretokens(
     if piece_size is None:
         per_worker = -(-size // max(num_workers, 1))
         piece_size = max(min(per_worker, 1 << 28), 1)
-    pieces = plan_pieces(path, piece_size, specials)
-    args = [(path, start, end, special_tokens, block_size) for start, end in pieces]
+    pattern = patterns.canonical(pattern)
+    pieces = plan_pieces(path, piece_size, specials, patterns.get(pattern).safe_cut_bytes)
+    args = [(path, start, end, special_tokens, block_size, pattern) for start, end in pieces]
 
     if num_workers <= 1 or len(pieces) <= 1:
         total: dict[str, int] = {}

@@ -6,18 +6,19 @@ dict. A short pre-token keeps the ranks of its adjacent pairs in a list, updated
 (`min` and `list.index` run in C). On a long one (with pattern "none" a whole document, maybe
 megabytes) that would be quadratic. There every occurrence of the lowest-ranked pair is merged at
 once with `str.replace` (left to right, without overlap) while that shortens the word fast; then the
-tokens become a linked list and the ranked pairs go into a heap ordered by (rank, position), whose
-smallest entry is the leftmost lowest-ranked pair; each merge pushes only the two pairs it makes. An
-entry is stale when its position no longer holds its pair; as a position's pair only ever grows
-(tokens are only ever joined), a stale entry stays stale.
+tokens become a linked list, each ranked pair keeps the positions where it occurs, and a heap gives
+the ranks present in increasing order: each rank's occurrences are merged left to right, and the
+pairs they make are added to the positions and, when new, their ranks to the heap. The work is in
+proportion to the merges made, not to the word's length times the ranks.
 
-Merging all occurrences at once agrees with merging one at a time because every merge's parts are
-single bytes or tokens made by earlier merges (checked when the table is built): the tokens a merge
-makes can only take part in later merges, so the next lowest pair is the next occurrence of the same
-pair.
+Merging all occurrences of a pair at once, rank after rank, agrees with merging one at a time
+because every merge's parts are single bytes or tokens made by earlier merges (checked when the table
+is built): the tokens a merge makes can only take part in later merges, so the next lowest pair is
+the next occurrence of the same pair.
 """
 
 import heapq
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -116,43 +117,52 @@ def bpe(piece: bytes, table: MergeTable) -> tuple[int, ...]:
 
 
 def _bpe_long(word: str, table: MergeTable) -> tuple[int, ...]:
-    """`bpe` on a long sequence of id-characters, in O(n log n) (see the module docstring)."""
+    """`bpe` on a long sequence of id-characters, in near-linear time (see the module docstring)."""
     rank_of = table.pair_rank.get
     merged = table.merged
     n = len(word)
     tokens: list[str | None] = list(word)
-    nxt = list(range(1, n + 1))  # n: no next token
-    prv = list(range(-1, n - 1))  # -1: no previous token
-    # Heap entries are the ints rank << 32 | position: compared in C, far faster than tuples.
-    heap = [r << 32 | i for i, r in enumerate(map(rank_of, map(str.__add__, word, word[1:]))) if r is not None]
-    heapq.heapify(heap)
-    pop, push = heapq.heappop, heapq.heappush
-    mask = (1 << 32) - 1
-    while heap:
-        entry = pop(heap)
-        i = entry & mask
-        left = tokens[i]
-        if left is None:
-            continue
-        j = nxt[i]
-        if j == n:
-            continue
-        pair, new = merged[entry >> 32]
-        if left + tokens[j] != pair:  # stale
-            continue
-        tokens[i] = new
-        tokens[j] = None
-        k = nxt[i] = nxt[j]
-        if k != n:
-            prv[k] = i
-            r = rank_of(new + tokens[k])
-            if r is not None:
-                push(heap, r << 32 | i)
-        p = prv[i]
-        if p >= 0:
-            r = rank_of(tokens[p] + new)
-            if r is not None:
-                push(heap, r << 32 | p)
+    nxt = array("q", range(1, n + 1))  # n: no next token
+    prv = array("q", range(-1, n - 1))  # -1: no previous token
+    sites: dict[str, list[int]] = {}
+    for i, pair in enumerate(map(str.__add__, word, word[1:])):
+        if pair in sites:
+            sites[pair].append(i)
+        elif rank_of(pair) is not None:
+            sites[pair] = [i]
+    ranks = list(map(rank_of, sites))
+    heapq.heapify(ranks)
+    push = heapq.heappush
+    while ranks:
+        pair, new = merged[heapq.heappop(ranks)]
+        positions = sites.pop(pair)
+        positions.sort()  # left to right: of overlapping occurrences the left one merges
+        a, b = pair
+        for i in positions:
+            if tokens[i] != a:
+                continue
+            j = nxt[i]
+            if j == n or tokens[j] != b:
+                continue
+            tokens[j] = None
+            tokens[i] = new
+            k = nxt[i] = nxt[j]
+            if k != n:
+                prv[k] = i
+                q = new + tokens[k]
+                if q in sites:
+                    sites[q].append(i)
+                elif (r := rank_of(q)) is not None:
+                    sites[q] = [i]
+                    push(ranks, r)
+            p = prv[i]
+            if p >= 0:
+                q = tokens[p] + new
+                if q in sites:
+                    sites[q].append(p)
+                elif (r := rank_of(q)) is not None:
+                    sites[q] = [p]
+                    push(ranks, r)
     return tuple(ord(t) for t in tokens if t is not None)
 
 

@@ -11,11 +11,15 @@ How it stays fast in pure Python:
 - the best pair comes from a lazy max-heap: a pair is pushed when its count rises, and a popped entry
   whose count has fallen since is pushed back with its current count;
 - the words can be split into shards, each merged by its own process: a shard reports how the pair
-  counts changed, and this process adds the changes up and chooses the next pair.
+  counts changed, and this process adds the changes up and chooses the next pair;
+- a long word (with pattern "none" a whole document, maybe megabytes), where a pass over the word per
+  merge would be quadratic, is a linked list of tokens with the positions of each pair, so a merge
+  costs time in proportion to its sites (see `_LongWord`).
 """
 
 import gc
 import heapq
+from array import array
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -130,13 +134,89 @@ def _add(total: dict[str, int], counts: dict[str, int]) -> None:
         total[p] = total.get(p, 0) + n
 
 
+# Words longer than this many tokens are kept as `_LongWord`s.
+_LONG = 256
+
+
+class _LongWord:
+    """A long word as a linked list of tokens: `tokens[i]` is the token starting at position i (None
+    once it was merged into the token before it), `nxt` / `prv` link the live positions, and `sites`
+    maps each pair to positions where it starts (append-only; a position whose pair changed since is
+    skipped). A position's pair only ever grows, so it never comes back to a pair it has left.
+    """
+
+    __slots__ = ("tokens", "nxt", "prv", "sites")
+
+    def __init__(self, word: str):
+        n = len(word)
+        self.tokens: list[str | None] = list(word)
+        self.nxt = array("q", range(1, n + 1))  # n: no next token
+        self.prv = array("q", range(-1, n - 1))  # -1: no previous token
+        sites: dict[str, list[int]] = defaultdict(list)
+        for i, pair in enumerate(map(str.__add__, word, word[1:])):
+            sites[pair].append(i)
+        self.sites = sites
+
+    def merge(self, pair: str, new: str, n: int, change: dict[str, int]) -> tuple[list[str], int]:
+        """Merge the occurrences of `pair`, left to right, into `new`; add the pair count changes
+        (for a word counted `n` times) to `change`; return the pairs that gained and the number of
+        merges made (by how many tokens the word shrank)."""
+        positions = self.sites.pop(pair, None)
+        if not positions:
+            return [], 0
+        positions.sort()  # left to right, so overlapping occurrences merge as str.replace would
+        a, b = pair
+        tokens, nxt, prv, sites = self.tokens, self.nxt, self.prv, self.sites
+        end = len(tokens)
+        gained: dict[str, None] = {}
+        made = 0
+        for pos in positions:
+            if tokens[pos] != a:
+                continue
+            j = nxt[pos]
+            if j == end or tokens[j] != b:
+                continue
+            # subtle: the left neighbour may be a token this same merge just made; its pair with `a`
+            # was counted as gained a moment ago and is taken back here, as the word now reads.
+            p = prv[pos]
+            if p >= 0:
+                x = tokens[p]
+                change[x + a] -= n
+                q = x + new
+                change[q] += n
+                sites[q].append(p)
+                gained[q] = None
+            k = nxt[j]
+            if k != end:
+                y = tokens[k]
+                change[b + y] -= n
+                q = new + y
+                change[q] += n
+                sites[q].append(pos)
+                gained[q] = None
+                prv[k] = pos
+            tokens[pos] = new
+            tokens[j] = None
+            nxt[pos] = k
+            made += 1
+        return list(gained), made
+
+
 class _Shard:
-    """Some of the words, their counts, and an index from each pair to the words holding it."""
+    """Some of the words, their counts, and an index from each pair to the words holding it.
+
+    Words of up to `_LONG` tokens are strings indexed by `where`; longer ones are `_LongWord`s
+    indexed by `long_where`.
+    """
 
     def __init__(self, words: list[str], counts: list[int]):
         self.words = words
         self.counts = counts
         self.where: dict[str, list[int]] = defaultdict(list)
+        self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > _LONG}
+        for i in self.long_words:
+            words[i] = ""
+        self.long_where: dict[str, list[int]] = defaultdict(list)
 
     def count_pairs(self) -> dict[str, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count)."""
@@ -146,6 +226,11 @@ class _Shard:
             for pair in map(str.__add__, word, word[1:]):
                 pair_counts[pair] += n
                 where[pair].append(i)  # a word holding a pair twice is listed twice; merge skips it
+        for i, long_word in self.long_words.items():
+            n = self.counts[i]
+            for pair, positions in long_word.sites.items():
+                pair_counts[pair] += n * len(positions)
+                self.long_where[pair].append(i)
         return dict(pair_counts)
 
     def merge(self, pair: str, new: str) -> tuple[dict[str, int], int]:
@@ -214,6 +299,11 @@ class _Shard:
                     change[p] += n
                     gained_where[p].append(i)
                 pos = word.find(new, nxt)
+        for i in self.long_where.pop(pair, ()):
+            gained, made = self.long_words[i].merge(pair, new, counts[i], change)
+            shrink += counts[i] * made
+            for p in gained:
+                self.long_where[p].append(i)
         change.pop(pair, None)
         where.update(gained_where)
         return change, shrink

@@ -1,6 +1,6 @@
 """Encoding whole text files into one NumPy token array (`.npy`), in parallel and in bounded memory.
 
-Each file is cut at safe cuts (see `corpus`) into pieces of about `piece_size` bytes; workers encode
+Each file is cut at safe cuts of the tokenizer's pattern (see `corpus`) into pieces of about `piece_size` bytes; workers encode
 the pieces and send back packed ids, which are appended in order to a temporary file beside the
 output. The `.npy` header is written last and the file renamed into place, so the array equals one
 `encode` of each whole file, in order, and an interrupted run leaves no output behind.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cs336_basics import corpus
+from cs336_basics import corpus, patterns
 from cs336_basics.gpt2_files import temp_file_beside
 
 _HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
@@ -41,11 +41,11 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
 _worker_tokenizer = None
 
 
-def _init_worker(vocab, merges, special_tokens) -> None:
+def _init_worker(vocab, merges, special_tokens, pattern) -> None:
     global _worker_tokenizer
     from cs336_basics.bpe import Tokenizer
 
-    _worker_tokenizer = Tokenizer(vocab, merges, special_tokens)
+    _worker_tokenizer = Tokenizer(vocab, merges, special_tokens, pattern=pattern)
 
 
 def _encode_piece(tokenizer, path: str, start: int, end: int, dtype: str) -> tuple[int, bytes]:
@@ -59,9 +59,9 @@ def _encode_piece_in_worker(args) -> tuple[int, bytes]:
     return _encode_piece(_worker_tokenizer, *args)
 
 
-def _pieces(paths: Sequence[str], piece_size: int, specials: list[bytes]) -> Iterator[tuple[str, int, int]]:
+def _pieces(paths: Sequence[str], piece_size: int, specials: list[bytes], boundary) -> Iterator[tuple[str, int, int]]:
     for path in paths:
-        for start, end in corpus.plan_pieces(path, piece_size, specials):
+        for start, end in corpus.plan_pieces(path, piece_size, specials, boundary):
             yield path, start, end
 
 
@@ -91,7 +91,8 @@ def encode_files(
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(b"\0" * _HEADER_BYTES)
-            args = ((p, s, e, out_dtype.str) for p, s, e in _pieces(paths, piece_size, specials))
+            boundary = patterns.get(tokenizer.pattern).safe_cut_bytes
+            args = ((p, s, e, out_dtype.str) for p, s, e in _pieces(paths, piece_size, specials, boundary))
             if num_workers <= 1:
                 results = (_encode_piece(tokenizer, *a) for a in args)
                 pool = None
@@ -99,7 +100,7 @@ def encode_files(
                 pool = corpus.process_context().Pool(
                     num_workers,
                     initializer=_init_worker,
-                    initargs=(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens),
+                    initargs=(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern),
                 )
                 results = pool.imap(_encode_piece_in_worker, args, chunksize=1)
             try:

@@ -1,7 +1,12 @@
 """Pre-tokenization patterns: names, validation, exact semantics against tiktoken's regex engine, the
 safe-boundary facts the fast paths rest on, and encoding with each pattern."""
 
+import io
+import os
+import pathlib
 import random
+import tempfile
+import time
 from functools import lru_cache
 
 import pytest
@@ -9,15 +14,17 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import patterns
-from cs336_basics.bpe import Tokenizer
+from cs336_basics import merge, patterns
+from cs336_basics.bpe import Tokenizer, train_bpe
+from cs336_basics.corpus import find_safe_cut
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH, tiktoken_for
-from tests.reference import reference_encode, reference_pretokens, reference_train_bpe
+from tests.reference import reference_encode, reference_pretokens, reference_train_bpe, split_documents
 
 EOT = "<|endoftext|>"
 NAMED = ["gpt2", "cl100k", "o200k"]
 CUSTOM = r"""\p{L}+|\p{N}|[^\p{L}\p{N}\s]+|\s+"""
+FUZZ = int(os.environ.get("BPE_FUZZ_EXAMPLES", 0))  # 0: each test's own default
 
 
 @lru_cache
@@ -131,7 +138,7 @@ def test_end_of_text_anchor_differs_between_engines_but_not_for_cl100k():
     assert "$" not in patterns.CL100K.replace(r"\s++$", "")
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=FUZZ or 300, deadline=None)
 @given(TEXTS)
 def test_cl100k_end_anchor_is_end_of_text(text):
     strict = regex.compile(patterns.CL100K.replace(r"\s++$", r"\s++\Z"))
@@ -139,7 +146,7 @@ def test_cl100k_end_anchor_is_end_of_text(text):
         assert patterns.get("cl100k").pretokens(document) == strict.findall(document)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=FUZZ or 300, deadline=None)
 @given(TEXTS, st.sampled_from(NAMED))
 def test_named_patterns_cover_every_character(text, name):
     for document in split_specials(text):
@@ -151,7 +158,7 @@ def test_named_patterns_cover_every_character(text, name):
 # --- the safe-boundary facts (see the docstring of cs336_basics/patterns.py) --------------------------
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=FUZZ or 400, deadline=None)
 @given(TEXTS, st.sampled_from(NAMED))
 def test_chunks_pretokenize_like_the_whole_text(text, name):
     pretokenizer = patterns.get(name)
@@ -161,7 +168,7 @@ def test_chunks_pretokenize_like_the_whole_text(text, name):
         assert [p for c in chunks for p in pretokenizer.chunk_pretokens(c)] == pretokenizer.pretokens(document)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=FUZZ or 300, deadline=None)
 @given(TEXTS, st.sampled_from(NAMED))
 def test_a_pretoken_alone_is_one_pretoken(text, name):
     # The encoder caches chunks and pre-tokens in one dict, which needs this.
@@ -182,11 +189,12 @@ def _generated_corpus(seed: int, size: int) -> str:
              "IT'S", "we'll", "x/y", "a.", "b!", "—", "😀", "$1"]
     spaces = [" ", " ", " ", "  ", "\n", "\n\n", "\r\n", "\t", "\u00a0", " \n", ".\n", "\u3000"]
     out = []
-    while sum(map(len, out)) < size:
-        out.append(rng.choice(words))
-        out.append(rng.choice(spaces))
+    length = 0
+    while length < size:
+        out += [rng.choice(words), rng.choice(spaces)]
         if rng.random() < 0.02:
             out.append(EOT)
+        length += len(out[-1]) + len(out[-2])
     return "".join(out)
 
 
@@ -202,7 +210,7 @@ def english_vocab():
     return run_train_bpe(FIXTURES_PATH / "english.txt", 1000, [EOT])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=FUZZ or 150, deadline=None)
 @given(TEXTS, st.sampled_from(NAMED))
 def test_ids_equal_tiktoken_with_the_same_pattern(crossing_vocab, english_vocab, text, name):
     for vocab, merges in (crossing_vocab, english_vocab):
@@ -211,7 +219,7 @@ def test_ids_equal_tiktoken_with_the_same_pattern(crossing_vocab, english_vocab,
         assert tok.encode(text) == enc.encode(text, allowed_special="all")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=FUZZ or 200, deadline=None)
 @given(TEXTS, st.sampled_from([*NAMED, "none", CUSTOM]))
 def test_ids_equal_the_reference_encoder(crossing_vocab, text, name):
     vocab, merges = crossing_vocab
@@ -220,7 +228,7 @@ def test_ids_equal_the_reference_encoder(crossing_vocab, text, name):
     assert tok.decode(tok.encode(text)) == text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=FUZZ or 100, deadline=None)
 @given(TEXTS, st.lists(st.integers(0, 60), max_size=6), st.sampled_from([*NAMED, "none", CUSTOM]))
 def test_encode_iterable_equals_encode(crossing_vocab, text, cuts, name):
     vocab, merges = crossing_vocab
@@ -250,3 +258,152 @@ def test_long_sequences_equal_the_reference_encoder(crossing_vocab):
             assert Tokenizer(vocab, merges, pattern=name).encode(long) == reference_encode(
                 long, vocab, merges, [], patterns.regex_string(name)
             )
+
+
+# --- training with each pattern -------------------------------------------------------------------------
+
+ALL = [*NAMED, "none", CUSTOM]
+
+
+def train_text(directory, text: str, vocab_size: int, specials: list[str], pattern: str, **options):
+    path = pathlib.Path(directory) / "corpus.txt"
+    path.write_bytes(text.encode("utf-8"))
+    return train_bpe(path, vocab_size, specials, pattern=pattern, **options)
+
+
+@settings(max_examples=FUZZ or 150, deadline=None)
+@given(
+    st.lists(PIECES, max_size=120).map("".join),
+    st.integers(256, 330),
+    st.sampled_from([[], [EOT]]),
+    st.sampled_from(ALL),
+    st.sampled_from([None, 1, 7, 40]),
+)
+def test_training_equals_the_reference(text, vocab_size, specials, name, piece_size):
+    vocab_size += len(specials)
+    with tempfile.TemporaryDirectory() as directory:
+        got = train_text(directory, text, vocab_size, specials, name, num_workers=1, piece_size=piece_size)
+    assert got == reference_train_bpe(text, vocab_size, specials, patterns.regex_string(name))
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("fixture, vocab_size", [("english", 400), ("emoji_chat", 350)])
+def test_training_on_fixtures_equals_the_reference_for_any_workers(tmp_path, name, fixture, vocab_size):
+    text = (FIXTURES_PATH / f"{fixture}.txt").read_bytes().decode("utf-8")[:6000]
+    expected = reference_train_bpe(text, vocab_size, [EOT], patterns.regex_string(name))
+    for workers, piece_size in [(1, None), (2, 500), (3, 97)]:
+        got = train_text(tmp_path, text, vocab_size, [EOT], name, num_workers=workers, piece_size=piece_size)
+        assert got == expected, (workers, piece_size)
+
+
+@settings(max_examples=FUZZ or 100, deadline=None)
+@given(st.lists(PIECES, max_size=80).map("".join), st.sampled_from([1, 2]))
+def test_long_words_merge_like_short_ones(text, num_shards):
+    # Every word of more than one token goes through `_LongWord` (threshold 1), in 1 or 2 shards.
+    counts = {}
+    for document in split_specials(text):
+        for piece in patterns.get("o200k").pretokens(document) + [document]:
+            counts[piece.encode("utf-8")] = counts.get(piece.encode("utf-8"), 0) + 1
+    expected = merge.train_merges(counts, 60)
+    saved = merge._LONG
+    merge._LONG = 1
+    try:
+        assert merge.train_merges(counts, 60, num_shards=num_shards) == expected
+    finally:
+        merge._LONG = saved
+
+
+def test_train_bpe_validates_the_pattern_before_reading(tmp_path):
+    with pytest.raises(ValueError, match="unknown pattern name 'gtp2'; the known names are gpt2"):
+        train_bpe(tmp_path / "missing.txt", 300, [], pattern="gtp2")
+    path = tmp_path / "corpus.txt"
+    path.write_text("abc def!", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pattern '\[a-z\]\+\| ' leaves '!' unmatched at character offset 7"):
+        train_bpe(path, 300, [], pattern="[a-z]+| ")
+
+
+# --- safe cuts in files, for each pattern ---------------------------------------------------------------
+
+
+@settings(max_examples=FUZZ or 500, deadline=None)
+@given(
+    TEXTS,
+    st.lists(st.integers(0, 200), max_size=5),
+    st.sampled_from([[], [EOT], [EOT, EOT + EOT, "|"]]),
+    st.sampled_from(ALL),
+)
+def test_cutting_at_safe_cuts_changes_no_pretoken(text, targets, specials, name):
+    data = text.encode("utf-8")
+    f = io.BytesIO(data)
+    boundary = patterns.get(name).safe_cut_bytes
+    cuts = sorted({find_safe_cut(f, t, len(data), [s.encode() for s in specials], boundary) for t in targets})
+    bounds = [0, *cuts, len(data)]
+    parts = [data[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:])]
+    source = patterns.regex_string(name)
+
+    def pretokens(t: str) -> list[str]:
+        return [p for d in split_documents(t, specials) for p in reference_pretokens(d, source)]
+
+    assert [p for part in parts for p in pretokens(part)] == pretokens(text)
+
+
+def test_patterns_without_a_boundary_cut_only_at_special_tokens():
+    data = b"one two three\nfour five " * 20 + EOT.encode() + b"six seven"
+    for name in ["none", CUSTOM]:
+        boundary = patterns.get(name).safe_cut_bytes
+        assert find_safe_cut(io.BytesIO(data), 1, len(data), [], boundary) == len(data)
+        assert find_safe_cut(io.BytesIO(data), 1, len(data), [EOT.encode()], boundary) == data.index(EOT.encode())
+    for name in NAMED:  # these cut right after the first word
+        assert find_safe_cut(io.BytesIO(data), 1, len(data), [], patterns.get(name).safe_cut_bytes) == 3
+
+
+# --- "none" on documents of megabytes ---------------------------------------------------------------------
+
+
+def test_none_trains_and_encodes_a_megabyte_document_in_seconds(tmp_path):
+    text = _generated_corpus(3, 1_000_000).replace(EOT, " ")
+    path = tmp_path / "one-document.txt"
+    path.write_bytes(text.encode("utf-8"))
+    started = time.perf_counter()
+    vocab, merges = train_bpe(path, 1256, [], pattern="none")
+    trained = time.perf_counter()
+    tok = Tokenizer(vocab, merges, pattern="none")
+    ids = tok.encode(text)
+    encoded = time.perf_counter()
+    print(f"\n'none' on {len(text):,} characters: training {trained - started:.2f} s, encoding {encoded - trained:.2f} s")
+    assert len(merges) == 1000 and tok.decode(ids) == text
+    assert trained - started < 30 and encoded - trained < 30  # quadratic time would take many minutes
+
+
+# --- the command line -----------------------------------------------------------------------------------
+
+
+def test_cli_trains_and_encodes_with_a_pattern(tmp_path, capsys):
+    from cs336_basics.cli import main
+
+    text = _generated_corpus(4, 20_000)
+    corpus_path = tmp_path / "corpus.txt"
+    corpus_path.write_bytes(text.encode("utf-8"))
+    out = tmp_path / "tok"
+    assert main(["train", str(corpus_path), "--vocab-size", "400", "--out", str(out), "--pattern", "o200k_base", "--quiet"]) == 0
+    assert "pattern o200k" in capsys.readouterr().out
+    tok = Tokenizer.from_files(out / "vocab.json", out / "merges.txt", [EOT], pattern="o200k")
+    assert (tok.vocab, tok.merges) == train_bpe(corpus_path, 400, [EOT], pattern="o200k")
+    assert main(["encode", "--tokenizer", str(out), "--pattern", "o200k", str(corpus_path), "--out", str(tmp_path / "a.npy"),
+                 "--quiet", "--workers", "2"]) == 0
+    import numpy as np
+
+    assert np.load(tmp_path / "a.npy").tolist() == tok.encode(text)
+
+
+@pytest.mark.parametrize("pattern, words", [("o200", "unknown pattern name 'o200'"), ("(", "not a valid regex"),
+                                            ("[a-z]+", "unmatched at character offset")])
+def test_cli_bad_pattern_is_one_line(tmp_path, capsys, pattern, words):
+    from cs336_basics.cli import main
+
+    corpus_path = tmp_path / "corpus.txt"
+    corpus_path.write_text("hello world", encoding="utf-8")
+    assert main(["train", str(corpus_path), "--vocab-size", "300", "--out", str(tmp_path / "t"), "--pattern", pattern,
+                 "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bpe: ") and words in err and err.count("\n") == 1
