@@ -3,7 +3,7 @@
 Run it with:
 
     uv run python benchmarks/bench_encode.py CORPUS [--runs 5] [--max-mb N] [--file-workers 1,2]
-                                                    [--encoding cl100k_base]
+                                                    [--encoding cl100k_base | --pattern NAME]
 
     e.g. uv run python benchmarks/bench_encode.py /tmp/bench/corpus32.txt --runs 5
 
@@ -21,6 +21,10 @@ one thread.
 Our Tokenizer keeps a cache of encoded chunks between calls, so the first run of the same
 Tokenizer (cold cache) is reported apart from the median of the later runs (warm cache); and every
 run also encodes with a freshly built Tokenizer (its building is not timed), reported as "cold".
+
+With --pattern NAME (gpt2, cl100k, o200k, none or a regex) both sides keep GPT-2's ranks and
+pre-tokenize with that pattern instead: tiktoken gets its regex ("none" as `[\s\S]+`, one piece
+per document).
 
 With --file-workers 1,2 each run also times `Tokenizer.encode_file` (a fresh Tokenizer, the whole
 corpus into a temporary .npy) with that many worker processes, and checks its array too.
@@ -45,6 +49,7 @@ import tiktoken
 import tiktoken.load
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.patterns import regex_string
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 END_OF_TEXT = "<|endoftext|>"
@@ -56,13 +61,13 @@ def gpt2_files() -> tuple[Path, Path]:
     return package_dir / "data" / "encoder.json", package_dir / "data" / "vocab.bpe"
 
 
-def load_ours() -> Tokenizer:
+def load_ours(pattern: str = "gpt2") -> Tokenizer:
     """Our Tokenizer with GPT-2's vocabulary and <|endoftext|>."""
     encoder_json, vocab_bpe = gpt2_files()
-    return Tokenizer.from_files(encoder_json, vocab_bpe, [END_OF_TEXT])
+    return Tokenizer.from_files(encoder_json, vocab_bpe, [END_OF_TEXT], pattern=pattern)
 
 
-def load_tiktoken() -> tiktoken.Encoding:
+def load_tiktoken(pattern: str = "gpt2") -> tiktoken.Encoding:
     """tiktoken's GPT-2 encoding, built from the same local files."""
     encoder_json, vocab_bpe = gpt2_files()
     os.environ["TIKTOKEN_CACHE_DIR"] = ""  # read the local files directly; no copy into a cache dir
@@ -70,7 +75,10 @@ def load_tiktoken() -> tiktoken.Encoding:
         vocab_bpe_file=str(vocab_bpe), encoder_json_file=str(encoder_json)
     )
     return tiktoken.Encoding(
-        name="gpt2-local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={END_OF_TEXT: 50256}
+        name="gpt2-local",
+        pat_str=GPT2_PATTERN if pattern == "gpt2" else regex_string(pattern) or r"[\s\S]+",
+        mergeable_ranks=ranks,
+        special_tokens={END_OF_TEXT: 50256},
     )
 
 
@@ -140,7 +148,10 @@ def main() -> None:
     parser.add_argument("--max-mb", type=float, default=None, help="use only the first N MiB of characters")
     parser.add_argument("--file-workers", default="", help="also time encode_file with these worker counts, e.g. 1,2")
     parser.add_argument("--encoding", choices=sorted(_RANK_URLS), help="a pretrained encoding instead of GPT-2's")
+    parser.add_argument("--pattern", default="gpt2", help="GPT-2's ranks with this pattern: gpt2, cl100k, o200k, none or a regex")
     args = parser.parse_args()
+    if args.encoding and args.pattern != "gpt2":
+        parser.error("--encoding brings its own pattern; give --encoding or --pattern, not both")
     file_workers = [int(w) for w in args.file_workers.split(",") if w]
 
     scratch = tempfile.TemporaryDirectory()
@@ -152,13 +163,16 @@ def main() -> None:
 
         theirs = tiktoken.get_encoding(args.encoding)
     else:
-        make_ours = load_ours
-        theirs = load_tiktoken()
+
+        def make_ours() -> Tokenizer:
+            return load_ours(args.pattern)
+
+        theirs = load_tiktoken(args.pattern)
     text = read_text(args.corpus, args.max_mb)
     num_bytes = len(text.encode("utf-8"))
     ours = make_ours()
     print(f"corpus {args.corpus}: {num_bytes / 1e6:.1f} MB, {len(text)} characters, {args.runs} runs, "
-          f"encoding {args.encoding or 'gpt2 (local files)'}\n")
+          f"encoding {args.encoding or 'gpt2 (local files)'}, pattern {args.encoding or args.pattern}\n")
 
     corpus_path = Path(args.corpus)
     if args.max_mb:  # encode_file reads a file: give it the same text

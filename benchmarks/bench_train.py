@@ -3,7 +3,7 @@
 Run it with:
 
     uv run --group bench python benchmarks/bench_train.py CORPUS [--vocab-size 10000] [--special-token "<|endoftext|>"]
-        [--runs 3] [--workers N] [--only ours,hf,rustbpe] [--phases] [--check-merges]
+        [--runs 3] [--workers N] [--only ours,hf,rustbpe] [--phases] [--check-merges] [--pattern NAME]
 
     e.g. uv run --group bench python benchmarks/bench_train.py /tmp/bench/corpus32.txt --runs 3 --phases
 
@@ -30,6 +30,8 @@ Things to keep in mind when reading the numbers:
 - `--workers N` is passed to ours as `num_workers` and to the anchors as RAYON_NUM_THREADS.
 - rustbpe's vocab_size has no room for special tokens, so it is given vocab_size minus their number:
   all three learn the same number of merges.
+- `--pattern` (gpt2, cl100k, o200k, none or a regex; default gpt2) is given to ours and, as its
+  regex, to rustbpe ("none" as `[\s\S]+`, one piece per document). hf runs with gpt2 only.
 """
 
 import argparse
@@ -56,17 +58,17 @@ MIB = 1 << 20
 # The trainers. Each runs inside a child process and returns a dict with at least "seconds".
 
 
-def train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> dict:
+def train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our train_bpe on the file; the timed call reads the file itself."""
     from cs336_basics.bpe import train_bpe
 
     start = time.perf_counter()
-    _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers)
+    _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers, pattern=pattern)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "merges": len(merges)}
 
 
-def train_hf(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> dict:
+def train_hf(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Hugging Face tokenizers' BpeTrainer on the file; the timed call reads the file itself."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -90,9 +92,13 @@ def train_hf(path: str, vocab_size: int, special_tokens: list[str], workers: int
     return {"seconds": seconds, "merges": len(merges)}
 
 
-def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> dict:
+def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """rustbpe on the documents of the file, which are read and split before the clock starts."""
     import rustbpe
+
+    from cs336_basics.patterns import regex_string
+
+    pattern_regex = regex_string(pattern) or r"[\s\S]+"  # "none": each document is one piece
 
     with open(path, encoding="utf-8", newline="") as f:
         text = f.read()
@@ -101,12 +107,12 @@ def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers
     tokenizer = rustbpe.Tokenizer()
 
     start = time.perf_counter()
-    tokenizer.train_from_iterator(iter(documents), vocab_size - len(special_tokens), pattern=GPT2_PATTERN)
+    tokenizer.train_from_iterator(iter(documents), vocab_size - len(special_tokens), pattern=pattern_regex)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "merges": tokenizer.vocab_size - 256}
 
 
-def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> dict:
+def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our two training phases timed separately, doing what train_bpe does."""
     from cs336_basics import corpus
     from cs336_basics.bpe import default_num_workers
@@ -115,7 +121,7 @@ def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: 
     if workers is None:
         workers = default_num_workers(corpus.file_size(path))
     start = time.perf_counter()
-    counts = corpus.count_pretokens(path, special_tokens, num_workers=workers)
+    counts = corpus.count_pretokens(path, special_tokens, num_workers=workers, pattern=pattern)
     counted = time.perf_counter()
     word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
     converted = time.perf_counter()
@@ -137,7 +143,7 @@ CHILD_FUNCTIONS = {"ours": train_ours, "hf": train_hf, "rustbpe": train_rustbpe,
 
 def run_child(name: str, args: argparse.Namespace) -> None:
     """Child mode: train once and print the result as one JSON line on stdout."""
-    result = CHILD_FUNCTIONS[name](args.corpus, args.vocab_size, args.special_tokens, args.workers)
+    result = CHILD_FUNCTIONS[name](args.corpus, args.vocab_size, args.special_tokens, args.workers, args.pattern)
     result["ru_maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps(result), flush=True)
 
@@ -164,7 +170,7 @@ def tree_rss(process: psutil.Process) -> int:
 def measure(name: str, args: argparse.Namespace) -> dict:
     """Run `name` in a fresh child process; return its JSON result plus the peak tree RSS."""
     command = [sys.executable, os.path.abspath(__file__), args.corpus, "--child", name]
-    command += ["--vocab-size", str(args.vocab_size)]
+    command += ["--vocab-size", str(args.vocab_size), "--pattern", args.pattern]
     for token in args.special_tokens:
         command += ["--special-token", token]
     env = dict(os.environ)
@@ -233,8 +239,8 @@ def check_merges(args: argparse.Namespace) -> bool:
     """Train ours with 1 and with 2 workers (in this process); report whether the merges agree."""
     from cs336_basics.bpe import train_bpe
 
-    _, one = train_bpe(args.corpus, args.vocab_size, args.special_tokens, num_workers=1)
-    _, two = train_bpe(args.corpus, args.vocab_size, args.special_tokens, num_workers=2)
+    _, one = train_bpe(args.corpus, args.vocab_size, args.special_tokens, num_workers=1, pattern=args.pattern)
+    _, two = train_bpe(args.corpus, args.vocab_size, args.special_tokens, num_workers=2, pattern=args.pattern)
     if one == two:
         print(f"\ncheck-merges: the {len(one)} merges are identical with 1 and 2 workers")
         return True
@@ -255,6 +261,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--only", default=",".join(TRAINERS), help="comma-separated subset of ours,hf,rustbpe")
     parser.add_argument("--phases", action="store_true", help="also time our phases in one extra run")
     parser.add_argument("--check-merges", action="store_true", help="check ours gives the same merges with 1 and 2 workers")
+    parser.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2, cl100k, o200k, none or a regex")
     parser.add_argument("--child", choices=sorted(CHILD_FUNCTIONS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.special_tokens is None:
@@ -272,11 +279,14 @@ def main() -> None:
     unknown = sorted(set(names) - set(TRAINERS))
     if unknown:
         sys.exit(f"--only: unknown trainer(s) {unknown}; choose from {TRAINERS}")
+    if args.pattern != "gpt2" and "hf" in names:
+        print("note: skipping hf: it runs with the gpt2 pattern only")
+        names.remove("hf")
     names = [n for n in names if importable(n)]
 
     size_mb = os.path.getsize(args.corpus) / 1e6
     print(f"corpus {args.corpus} ({size_mb:.1f} MB), vocab_size {args.vocab_size}, "
-          f"special tokens {args.special_tokens}, workers {args.workers or 'default'}, "
+          f"special tokens {args.special_tokens}, pattern {args.pattern}, workers {args.workers or 'default'}, "
           f"{os.cpu_count()} CPUs, {args.runs} runs")
     print("(ours and hf read the file inside the timed call; rustbpe's file reading is not timed)\n")
 
