@@ -321,11 +321,14 @@ def test_long_words_merge_like_short_ones(text, num_shards):
     for document in split_specials(text):
         for piece in patterns.get("o200k").pretokens(document) + [document]:
             counts[piece.encode("utf-8")] = counts.get(piece.encode("utf-8"), 0) + 1
-    expected = merge.train_merges(counts, 60)
+    expected_log: list = []
+    expected = merge.train_merges(counts, 60, merge_log=expected_log)
     saved = merge._LONG
     merge._LONG = 1
     try:
-        assert merge.train_merges(counts, 60, num_shards=num_shards) == expected
+        log: list = []
+        assert merge.train_merges(counts, 60, num_shards=num_shards, merge_log=log) == expected
+        assert log == expected_log  # the counts, and how much each merge shrank the corpus
     finally:
         merge._LONG = saved
 
