@@ -424,3 +424,15 @@ def test_cli_bad_pattern_is_one_line(tmp_path, capsys, pattern, words):
                  "--quiet"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("bpe: ") and words in err and err.count("\n") == 1
+
+
+ASCII_TEXTS = st.text(st.sampled_from([*"aZsStTdDmMlLvVeErR019'’!./-$ \t\n\r\x0b\x0c\x1c\x00"]), max_size=40) | st.lists(
+    st.sampled_from(["'s", "'LL", "'Ve", "don't", "I'M", "HTTPServer", "x/y", ".\n", "!\r\n", "123456", "  ", " \n "]),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=FUZZ or 500, deadline=None)
+@given(ASCII_TEXTS, st.sampled_from(NAMED))
+def test_ascii_fast_regexes_equal_the_patterns_on_ascii_text(text, name):
+    assert patterns.ASCII_RES[name].findall(text) == patterns.get(name).pretokens(text)
