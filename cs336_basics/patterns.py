@@ -117,13 +117,13 @@ class Pretokenizer:
     """How one pattern cuts a document (text without special tokens) into pre-tokens.
 
     name:       the canonical name, or the custom regex.
-    regex:      the regex source (None for "none").
+    source:     the regex source (None for "none").
     boundary:   whether the pattern has a safe boundary (see the module docstring): then `chunks`
                 cuts there, and `safe_cut_bytes` / `last_boundary` find such offsets.
     """
 
     name: str
-    regex: str | None
+    source: str | None
     compiled: "regex.Pattern[str] | None"
     chunk_re: "re.Pattern[str] | None"
     safe_cut_bytes: "re.Pattern[bytes] | None"  # a non-whitespace ASCII byte before a boundary
@@ -132,10 +132,6 @@ class Pretokenizer:
     @property
     def boundary(self) -> bool:
         return self.chunk_re is not None
-
-    @property
-    def is_none(self) -> bool:
-        return self.regex is None
 
     def pretokens(self, document: str) -> list[str]:
         """The pre-tokens of a document, exactly; raises ValueError if a custom regex leaves text unmatched."""
