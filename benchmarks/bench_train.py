@@ -114,14 +114,18 @@ def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers
 
 def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our two training phases timed separately, doing what train_bpe does."""
-    from cs336_basics import corpus
+    from cs336_basics import counting, sources
     from cs336_basics.bpe import default_num_workers
     from cs336_basics.merge import train_merges
 
+    files = sources.resolve(path)
+    size = sum(f.size for f in files)
     if workers is None:
-        workers = default_num_workers(corpus.file_size(path))
+        workers = default_num_workers(size)
     start = time.perf_counter()
-    counts = corpus.count_pretokens(path, special_tokens, num_workers=workers, pattern=pattern)
+    piece_size = counting.default_piece_size(size, workers, local=True)
+    units = sources.plan_units(files, piece_size=piece_size, special_tokens=special_tokens, pattern=pattern)
+    counts = counting.count_pretokens(units, num_workers=workers, task_size=piece_size)
     counted = time.perf_counter()
     word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
     converted = time.perf_counter()

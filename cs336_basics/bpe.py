@@ -5,19 +5,22 @@
     >>> tok.decode(tok.encode("Hello<|endoftext|>")) == "Hello<|endoftext|>"
     True
 
-The steps live in their own modules: `corpus` (reading and cutting files, parallel counting),
+The steps live in their own modules: `sources` (reading corpora: files, folders, formats, work
+units), `corpus` (cutting text files at safe cuts), `counting` (parallel counting), `executors`
+(local processes or any executor, e.g. Dask),
 `pretokenize` (special tokens and the GPT-2 pattern), `merge` (the training loop), `encoding` (BPE on
 one pre-token, and its cache), `token_arrays` (files to .npy) and `gpt2_files` (the vocab.json /
 merges.txt format).
 """
 
+import concurrent.futures
 import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 
-from cs336_basics import corpus, gpt2_files, patterns
+from cs336_basics import counting, executors, gpt2_files, patterns, sources
 from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table
 from cs336_basics.merge import train_merges
 from cs336_basics.pretokenize import special_token_regex, validate_special_tokens
@@ -47,18 +50,24 @@ def check_vocab_size(vocab_size: int, special_tokens: list[str]) -> None:
 
 
 def train_bpe(
-    input_path: str | os.PathLike,
+    input_path: "str | os.PathLike | list[str | os.PathLike]",
     vocab_size: int,
     special_tokens: list[str],
     *,
     pattern: str = "gpt2",
     num_workers: int | None = None,
     piece_size: int | None = None,
+    executor: "concurrent.futures.Executor | None" = None,
+    text_field: str = "text",
     progress: bool = False,
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
+
+    `input_path` may also be a folder, a glob, a URL (with fsspec) or a list of these, of `.txt`,
+    `.jsonl` (the document in field `text_field`) and `.parquet` (column `text_field`) files,
+    `.txt` and `.jsonl` possibly compressed (see `sources`). Each record and each file is a document.
 
     Returns `(vocab, merges)`: ids 0-255 are the single bytes, then one id per merge in creation
     order, then the special tokens in the order given. `len(vocab) == vocab_size` unless the corpus
@@ -69,13 +78,14 @@ def train_bpe(
     Options: `pattern` is the pre-tokenization pattern: "gpt2" (the default), "cl100k", "o200k",
     "none" (each document is one sequence) or a regex (see `patterns`). `num_workers` processes
     count pre-tokens and share the merge loop (default: all cores, one for small files);
-    `piece_size` is the most bytes one worker task reads (tests use tiny ones). The result depends
-    on neither. `progress` shows progress bars on stderr. A `stats` dict,
-    if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`, `input_bytes`,
-    `pretoken_bytes` (the corpus length in bytes without the special tokens) and `num_workers`. A
-    `merge_log` list, if given, receives one `(count, tokens)` per merge: the pair's count when it
-    was chosen, and the training corpus's length in tokens after the merge (special tokens not
-    counted, so it starts from `pretoken_bytes`).
+    `executor`, any `concurrent.futures.Executor` (e.g. a Dask client's `get_executor()`), counts
+    instead of local processes; `piece_size` is the most bytes one worker task reads (tests use
+    tiny ones). The result depends on none of these. `progress` shows progress bars on stderr. A
+    `stats` dict, if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`,
+    `input_bytes`, `pretoken_bytes` (the corpus length in bytes without the special tokens) and
+    `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
+    pair's count when it was chosen, and the training corpus's length in tokens after the merge
+    (special tokens not counted, so it starts from `pretoken_bytes`).
     """
     special_tokens = validate_special_tokens(special_tokens)
     pattern = patterns.canonical(pattern)
@@ -88,18 +98,24 @@ def train_bpe(
     check_vocab_size(vocab_size, special_tokens)
     if num_workers is not None and (type(num_workers) is not int or num_workers < 1):
         raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
-    size = corpus.file_size(input_path)
+    files = sources.resolve(input_path)
+    size = sum(f.size for f in files)
     workers = default_num_workers(size) if num_workers is None else num_workers
 
     started = time.perf_counter()
+    if piece_size is None:
+        width = workers if executor is None else executors.executor_width(executor, workers)
+        piece_size = counting.default_piece_size(size, width, local=executor is None)
+    units = sources.plan_units(
+        files, piece_size=piece_size, special_tokens=special_tokens, text_field=text_field, pattern=pattern
+    )
     with _progress_bar(progress, total=size, unit="B", unit_scale=True, desc="counting") as bar:
-        counts = corpus.count_pretokens(
-            input_path,
-            special_tokens,
+        counts = counting.count_pretokens(
+            units,
             num_workers=workers,
-            piece_size=piece_size,
+            executor=executor,
+            task_size=piece_size,
             on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
-            pattern=pattern,
         )
     word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
     del counts
@@ -354,24 +370,34 @@ class Tokenizer:
         output_path: str | os.PathLike,
         *,
         num_workers: int | None = None,
+        executor: "concurrent.futures.Executor | None" = None,
         piece_size: int = 1 << 22,
+        text_field: str = "text",
         dtype: str | None = None,
         on_progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Encode text files, in order, into one NumPy array file (`np.load(path, mmap_mode="r")`).
+        """Encode a corpus, in order, into one NumPy array file (`np.load(path, mmap_mode="r")`).
 
-        The ids equal `encode` of each whole file. Workers (default: all cores, one for small input)
-        encode pieces of about `piece_size` bytes, so memory stays bounded whatever the file size;
-        the array is uint16 when every id fits (else uint32) unless `dtype` says otherwise. The
-        output appears only when complete. Returns the number of tokens.
+        The corpus is files, folders, globs or URLs of `.txt`, `.jsonl` and `.parquet` (see
+        `sources`; `text_field` names the JSON field or Parquet column). Its documents are joined
+        with the first special token, so the ids equal `encode` of one `.txt` of them; a single
+        `.txt` file encodes exactly as `encode` of its text. Workers (default: all cores, one for
+        small input; or any `concurrent.futures.Executor`, e.g. Dask's) encode pieces of about
+        `piece_size` bytes, so memory stays bounded whatever the corpus size; the array is uint16
+        when every id fits (else uint32) unless `dtype` says otherwise. The output appears only
+        when complete. Returns the number of tokens.
         """
         from cs336_basics.token_arrays import encode_files
 
-        paths = [input_paths] if isinstance(input_paths, (str, os.PathLike)) else list(input_paths)
+        files = sources.resolve(input_paths)
         if num_workers is None:
-            num_workers = default_num_workers(sum(corpus.file_size(p) for p in paths))
+            num_workers = default_num_workers(sum(f.size for f in files))
+        units = sources.plan_units(
+            files, piece_size=piece_size, special_tokens=self.special_tokens, text_field=text_field,
+            pattern=self.pattern,
+        )
         return encode_files(
-            self, paths, output_path, num_workers=num_workers, piece_size=piece_size, dtype=dtype,
+            self, units, output_path, num_workers=num_workers, executor=executor, dtype=dtype,
             on_progress=on_progress,
         )
 

@@ -1,7 +1,11 @@
 """The `bpe` command: train a tokenizer, encode files to token arrays, decode, inspect and measure.
 
-    bpe train [INPUT] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
+    bpe train [INPUT...] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
+
+An INPUT is a file, folder, glob or URL of .txt, .jsonl or .parquet files (see `sources`);
+`--text-field` names the JSON field or Parquet column, `--dask-scheduler ADDRESS` runs the work on
+a Dask cluster.
     bpe decode --tokenizer DIR FILE.npy
     bpe inspect --tokenizer DIR "some text"
     bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT
@@ -17,6 +21,7 @@ partly written output.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -24,7 +29,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from cs336_basics import patterns, pretrained, report
+from cs336_basics import executors, patterns, pretrained, report, sources
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.gpt2_files import atomic_write_texts
 from cs336_basics.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
@@ -128,18 +133,53 @@ def _printable(token: bytes, width: int = 24) -> str:
     return f"'{text}' ({len(token)} B)"
 
 
-def _last_megabyte(path: Path) -> str:
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        f.seek(max(size - (1 << 20), 0))
-        return f.read().decode("utf-8", errors="ignore")
+def _sample_text(files: list, specials: list[str], text_field: str, pattern: str, limit: int = 1 << 20) -> str:
+    """About the last megabyte of the corpus (the first of a compressed file, which cannot seek),
+    documents joined with the first special token."""
+    if not files:
+        return ""
+    units = sources.plan_units(files[-1:], piece_size=limit, special_tokens=specials, text_field=text_field,
+                               pattern=pattern)
+    if not units:
+        return ""
+    separator = specials[0] if specials else ""
+    parts: list[str] = []
+    size = 0
+    for _, text, starts_document in sources.read_unit(units[-1]):
+        if starts_document and parts:
+            parts.append(separator)
+        parts.append(text)
+        size += len(text)
+        if size >= limit:
+            break
+    return "".join(parts)
+
+
+def _corpus(inputs: list[str]) -> list:
+    """The files of the command's inputs (see `sources.resolve`)."""
+    for item in inputs:
+        if not sources.is_url(item) and not set("*?[") & set(item):
+            path = Path(item)
+            if not path.exists():
+                raise CommandError(f"input file not found: {path}")
+            if not path.is_dir() and not os.access(path, os.R_OK):
+                raise CommandError(f"input file is not readable: {path}")
+    return sources.resolve(inputs)
+
+
+def _executor(args: argparse.Namespace):
+    """The Dask cluster's executor with --dask-scheduler, else None (local processes)."""
+    if getattr(args, "dask_scheduler", None):
+        return executors.dask_executor(args.dask_scheduler)
+    return contextlib.nullcontext()
 
 
 # --- train -----------------------------------------------------------------------------------------
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    input_path = _readable_file(Path(args.input)) if args.input else bundled_corpus()
+    inputs = args.inputs or [str(bundled_corpus())]
+    files = _corpus(inputs)
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     out = _writable_dir(Path(args.out))
     _watch_outputs(out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv")
@@ -147,17 +187,20 @@ def cmd_train(args: argparse.Namespace) -> None:
     log: list[tuple[int, int]] = []
     started = time.perf_counter()
     pattern = args.pattern or "gpt2"
-    vocab, merges = train_bpe(
-        input_path, args.vocab_size, specials, pattern=pattern, num_workers=args.workers, progress=not args.quiet,
-        stats=stats, merge_log=log,
-    )
+    with _executor(args) as executor:
+        vocab, merges = train_bpe(
+            [f.path for f in files], args.vocab_size, specials, pattern=pattern,
+            num_workers=args.workers, executor=executor, text_field=args.text_field,
+            progress=not args.quiet, stats=stats, merge_log=log,
+        )
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
     log_text = merge_log_tsv(merges, MergeLog(stats["pretoken_bytes"], log))
     pretrained.save(out, vocab, merges, specials, tokenizer.pattern, extra_files={"merge_log.tsv": log_text})
     total = time.perf_counter() - started
+    input_path = sources.describe(inputs)
 
-    sample = _last_megabyte(input_path)
+    sample = _sample_text(files, specials, args.text_field, pattern)
     sample_tokens = len(tokenizer.encode(sample)) if sample else 0
     own, child = _peak_rss_mb()
     longest = sorted((t for t in vocab.values() if t not in {s.encode() for s in specials}), key=len)[-5:][::-1]
@@ -166,11 +209,11 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct)")
     print(f"  merging              {stats['merge_seconds']:8.2f} s   ({len(merges):,} merges)")
     print(f"  total                {total:8.2f} s")
-    workers = f", {child:.0f} MB in the largest worker" if child else ""
+    workers = f", {child:.0f} MB in the largest worker" if child and not args.dask_scheduler else ""
     print(f"  peak memory          {own:8.0f} MB in this process{workers}")
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
-        print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (last MB of input)")
+        print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (a MB of the input)")
     print(f"wrote {out / 'vocab.json'}, {out / 'merges.txt'} and {out / 'tokenizer.json'} ({len(vocab):,} tokens), "
           f"{out / 'merge_log.tsv'}")
 
@@ -216,25 +259,33 @@ def load_tokenizer(source: str, special_tokens: list[str] | None, pattern: str |
 
 def cmd_encode(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.tokenizer, args.special_token, args.pattern)
-    inputs = [_readable_file(Path(p)) for p in args.inputs]
+    files = _corpus(args.inputs)
     out = Path(args.out)
     _writable_dir(out.parent)
     if out.is_dir():
         raise CommandError(f"--out {out} is a folder; name the .npy file to write")
     _watch_outputs(out)
-    total_bytes = sum(p.stat().st_size for p in inputs)
+    total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
     started = time.perf_counter()
     from tqdm import tqdm
 
-    with tqdm(total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet) as bar:
+    with _executor(args) as executor, tqdm(
+        total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet
+    ) as bar:
         count = tokenizer.encode_file(
-            inputs, out, num_workers=workers, dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n)
+            [f.path for f in files], out, num_workers=workers, executor=executor, text_field=args.text_field,
+            dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n),
         )
     seconds = time.perf_counter() - started
-    print(f"wrote {out}: {count:,} tokens from {total_bytes:,} bytes with {workers} worker(s)")
+    where = f"on the Dask cluster at {args.dask_scheduler}" if args.dask_scheduler else f"with {workers} worker(s)"
+    print(f"wrote {out}: {count:,} tokens from {total_bytes:,} bytes {where}")
     if count:
-        print(f"  {total_bytes / count:.2f} bytes per token, {total_bytes / 1e6 / max(seconds, 1e-9):.1f} MB/s")
+        speed = f"{total_bytes / 1e6 / max(seconds, 1e-9):.1f} MB/s"
+        if all(f.format == "txt" and f.compression is None for f in files):  # file bytes are text bytes
+            print(f"  {total_bytes / count:.2f} bytes per token, {speed}")
+        else:
+            print(f"  {speed} of input files (see `bpe stats` for bytes of text per token)")
 
 
 def cmd_decode(args: argparse.Namespace) -> None:
@@ -277,8 +328,9 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 def cmd_stats(args: argparse.Namespace) -> None:
     tokenizers = [(name, load_tokenizer(name, args.special_token, args.pattern)) for name in args.tokenizer]
-    path = _readable_file(Path(args.input))
-    size = path.stat().st_size
+    files = _corpus([args.input])
+    path = sources.describe(args.input)
+    size = sum(f.size for f in files)
     from tqdm import tqdm
 
     columns = []
@@ -287,11 +339,27 @@ def cmd_stats(args: argparse.Namespace) -> None:
     with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
         for name, tokenizer in tokenizers:
             done = bar.n
-            stats = report.measure_file(tokenizer, path, on_progress=lambda n: bar.update(done + n - bar.n))
+            stats = _measure_corpus(tokenizer, files, args.text_field, lambda n: bar.update(done + n - bar.n))
             columns.append((name, stats))
     first = columns[0][1]
     print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
     print(report.stats_table(columns))
+
+
+def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progress) -> "report.TextStats":
+    """`report.measure_file` for a corpus of any format (see `sources`): each document or block of
+    text measured as it is read, so memory stays flat."""
+    stats = report.TextStats()
+    units = sources.plan_units(files, piece_size=1 << 22, special_tokens=tokenizer.special_tokens,
+                               text_field=text_field, pattern=tokenizer.pattern)
+    done = 0
+    for unit in units:
+        for consumed, text, _ in sources.read_unit(unit):
+            if text:
+                stats.add(tokenizer, text)
+            done += consumed
+            on_progress(done)
+    return stats
 
 
 def _merge_log_of(folder: str, tokenizer: Tokenizer) -> MergeLog | None:
@@ -378,8 +446,19 @@ def build_parser() -> argparse.ArgumentParser:
             help="pre-tokenization: gpt2 (default), cl100k, o200k, none (whole documents) or a regex",
         )
 
+    def corpus_options(p, dask: bool = True):
+        p.add_argument("--text-field", default="text", metavar="NAME",
+                       help="the JSON field or Parquet column holding the text (default: text)")
+        if dask:
+            p.add_argument("--dask-scheduler", metavar="ADDRESS",
+                           help="run on the Dask cluster with this scheduler (e.g. tcp://10.0.0.5:8786)")
+
+    inputs_help = ("files, folders, globs or URLs of .txt, .jsonl and .parquet "
+                   "(.txt and .jsonl may be .gz/.bz2/.xz/.zst)")
     p = sub.add_parser("train", help="train a tokenizer and write DIR/vocab.json and DIR/merges.txt")
-    p.add_argument("input", nargs="?", help="UTF-8 text file (default: a small corpus bundled with the package)")
+    p.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help=f"{inputs_help} (default: a small corpus bundled with the package)")
+    corpus_options(p)
     p.add_argument("--vocab-size", type=_positive_int, default=1000, help="tokens in the vocabulary (default 1000)")
     specials(p)
     p.add_argument("--out", default="out/tokenizer", help="output folder (default: out/tokenizer)")
@@ -388,7 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_train)
 
     p = sub.add_parser("encode", help="encode text files into one NumPy token array")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="UTF-8 text files, encoded in order")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{inputs_help}, encoded in order")
+    corpus_options(p)
     p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
     p.add_argument("--out", required=True, metavar="FILE.npy", help="the array to write")
     p.add_argument("--workers", type=_positive_int, help="processes (default: all cores)")
@@ -409,8 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     specials(p)
     p.set_defaults(run=cmd_inspect)
 
-    p = sub.add_parser("stats", help="bytes and characters per token and kinds of tokens on a text file")
-    p.add_argument("input")
+    p = sub.add_parser("stats", help="bytes and characters per token and kinds of tokens on a corpus")
+    p.add_argument("input", help="a file, folder, glob or URL (as for train)")
+    corpus_options(p, dask=False)
     p.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
                    help="folder, tokenizer.json, .tiktoken or a name (e.g. cl100k_base); repeat to compare")
     specials(p)
@@ -461,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (CommandError, ValueError, OSError, ImportError) as e:
+    except (CommandError, ValueError, OSError, ImportError, executors.WorkerError) as e:
         print(f"bpe: {e}", file=sys.stderr)
         return 1
     return 0

@@ -1,4 +1,4 @@
-"""Reading a corpus file in pieces that can be processed apart, and counting its pre-tokens in parallel.
+"""Cutting a text file into pieces that can be processed apart.
 
 A *safe cut* is a byte offset where cutting the file changes neither the documents nor the
 pre-tokens: the start of a special token, or a safe boundary of the pattern between two ASCII
@@ -9,15 +9,12 @@ cuts therefore yields exactly the pre-tokens that the whole file yields there, s
 merges learned from them, do not depend on how the file is cut or how many processes count it.
 """
 
-import multiprocessing
 import os
 import re
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from cs336_basics import patterns
-from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
 
 # GPT-2's: a non-whitespace ASCII byte followed by an ASCII whitespace byte: cut after the first.
 _WS_BOUNDARY = patterns.get("gpt2").safe_cut_bytes
@@ -124,100 +121,6 @@ def iter_blocks(
             cut = find_safe_cut(f, pos + block_size, end, specials, boundary)
             yield cut - pos, read_text(f, path, pos, cut)
             pos = cut
-
-
-def process_context():
-    """The multiprocessing context for workers: fork where there is one (cheap, shares memory), else spawn."""
-    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-
-
-# --- counting, in this process or in workers -------------------------------------------------------
-
-_progress = None  # a shared counter of bytes read, set in each worker
-
-
-def _init_worker(progress) -> None:
-    global _progress
-    _progress = progress
-
-
-def count_piece(
-    path: str, start: int, end: int, special_tokens: list[str], block_size: int, pattern: str = "gpt2"
-) -> dict[str, int]:
-    """Pre-token counts of bytes [start, end) of the file, which must be cut at safe cuts."""
-    special_re = special_token_regex(special_tokens)
-    specials = [s.encode("utf-8") for s in special_tokens]
-    pretokenizer = patterns.get(pattern)
-    chunk_counts: Counter[str] = Counter()
-    for consumed, text in iter_blocks(path, start, end, specials, block_size, pretokenizer.safe_cut_bytes):
-        count_chunks(text, special_re, chunk_counts, pretokenizer)
-        if _progress is not None:
-            with _progress.get_lock():
-                _progress.value += consumed
-    return pretoken_counts(chunk_counts, pretokenizer)
-
-
-def count_pretokens(
-    path: str | os.PathLike,
-    special_tokens: list[str],
-    *,
-    num_workers: int,
-    piece_size: int | None = None,
-    block_size: int = 1 << 22,
-    on_progress: Callable[[int], None] | None = None,
-    pattern: str = "gpt2",
-) -> dict[str, int]:
-    """Count the pre-tokens of a UTF-8 file, made by `pattern` (see `patterns`), in `num_workers` processes.
-
-    The file is cut into pieces (by default one per worker for files up to 1 GiB per worker, more
-    for larger ones), each counted by one worker in blocks of `block_size` bytes, so memory grows
-    with the number of distinct chunks, not with the file. `on_progress(total_bytes_done)` is called
-    from time to time.
-    """
-    path = str(path)
-    size = os.path.getsize(path)
-    specials = [s.encode("utf-8") for s in special_tokens]
-    if piece_size is None:
-        per_worker = -(-size // max(num_workers, 1))
-        piece_size = max(min(per_worker, 1 << 28), 1)
-    pattern = patterns.canonical(pattern)
-    pieces = plan_pieces(path, piece_size, specials, patterns.get(pattern).safe_cut_bytes)
-    args = [(path, start, end, special_tokens, block_size, pattern) for start, end in pieces]
-
-    if num_workers <= 1 or len(pieces) <= 1:
-        total: dict[str, int] = {}
-        done = 0
-        for a in args:
-            counts = count_piece(*a)
-            _add_counts(total, counts)
-            done += a[2] - a[1]
-            if on_progress:
-                on_progress(done)
-        return total
-
-    ctx = process_context()
-    progress = ctx.Value("q", 0)
-    total = {}
-    with ctx.Pool(min(num_workers, len(pieces)), initializer=_init_worker, initargs=(progress,)) as pool:
-        results = pool.starmap_async(count_piece, args, chunksize=1)
-        while not results.ready():
-            results.wait(0.1)
-            if on_progress:
-                on_progress(progress.value)
-        for counts in results.get():
-            _add_counts(total, counts)
-    if on_progress:
-        on_progress(size)
-    return total
-
-
-def _add_counts(total: dict[str, int], counts: dict[str, int]) -> None:
-    if not total:
-        total.update(counts)
-        return
-    get = total.get
-    for key, n in counts.items():
-        total[key] = get(key, 0) + n
 
 
 def file_size(path: str | os.PathLike) -> int:

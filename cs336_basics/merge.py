@@ -23,7 +23,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable
 
-from cs336_basics.corpus import process_context
+from cs336_basics.executors import process_context
 
 
 def _reversed_order_key(token: bytes) -> str:

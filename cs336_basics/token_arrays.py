@@ -1,18 +1,21 @@
-"""Encoding whole text files into one NumPy token array (`.npy`), in parallel and in bounded memory.
+"""Encoding a whole corpus into one NumPy token array (`.npy`), in parallel and in bounded memory.
 
-Each file is cut at safe cuts of the tokenizer's pattern (see `corpus`) into pieces of about `piece_size` bytes; workers encode
-the pieces and send back packed ids, which are appended in order to a temporary file beside the
-output. The `.npy` header is written last and the file renamed into place, so the array equals one
-`encode` of each whole file, in order, and an interrupted run leaves no output behind.
+The corpus comes as work units (see `sources`: pieces of `.txt` files cut at safe cuts, runs of
+JSON lines or Parquet row groups); workers encode them and send back packed ids, which are appended
+in order to a temporary file beside the output. Documents are joined with the tokenizer's first
+special token, so the array equals one `encode` of the documents joined by it. The `.npy` header is
+written last and the file renamed into place, so an interrupted or failed run leaves no output.
 """
 
+import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 
 import numpy as np
 
-from cs336_basics import corpus, patterns
+from cs336_basics import executors, sources
 from cs336_basics.gpt2_files import temp_file_beside
 
 _HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
@@ -38,86 +41,126 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
 
 # --- workers ---------------------------------------------------------------------------------------
 
-_worker_tokenizer = None
+_worker_tokenizers: dict[str, object] = {}  # in each worker: tokenizers by the digest of their state
 
 
-def _init_worker(vocab, merges, special_tokens, pattern) -> None:
-    global _worker_tokenizer
-    from cs336_basics.bpe import Tokenizer
-
-    _worker_tokenizer = Tokenizer(vocab, merges, special_tokens, pattern=pattern)
+def _init_worker(key: str, state: tuple) -> None:
+    _tokenizer_for(key, state)
 
 
-def _encode_piece(tokenizer, path: str, start: int, end: int, dtype: str) -> tuple[int, bytes]:
-    """Bytes [start, end) of the file, encoded: (bytes read, the ids packed as `dtype`)."""
-    with open(path, "rb") as f:
-        text = corpus.read_text(f, path, start, end)
-    return end - start, np.array(tokenizer.encode(text), dtype=dtype).tobytes()
+def _tokenizer_for(key: str, state: tuple):
+    tokenizer = _worker_tokenizers.get(key)
+    if tokenizer is None:
+        from cs336_basics.bpe import Tokenizer
+
+        vocab, merges, special_tokens, options = state
+        tokenizer = Tokenizer(vocab, merges, special_tokens, **options)
+        _worker_tokenizers.clear()  # one at a time: a long-lived worker must not collect them
+        _worker_tokenizers[key] = tokenizer
+    return tokenizer
 
 
-def _encode_piece_in_worker(args) -> tuple[int, bytes]:
-    return _encode_piece(_worker_tokenizer, *args)
+def encode_unit(tokenizer, unit: sources.WorkUnit, dtype: str) -> tuple[int, bool, bytes]:
+    """(bytes read, whether any document was read, the ids of the unit packed as `dtype`).
+
+    Records are joined with the first special token; a separator before the unit, if one is
+    needed, is the caller's to write (see `encode_files`).
+    """
+    separator = tokenizer.encode(tokenizer.special_tokens[0]) if tokenizer.special_tokens else []
+    ids: list[int] = []
+    consumed = 0
+    documents = 0
+    for n, text, starts_document in sources.read_unit(unit):
+        consumed += n
+        if starts_document:
+            if documents:
+                ids.extend(separator)
+            documents += 1
+        elif text and not documents:
+            documents = 1
+        if text:
+            ids.extend(tokenizer.encode(text))
+    return consumed, documents > 0, np.array(ids, dtype=dtype).tobytes()
 
 
-def _pieces(paths: Sequence[str], piece_size: int, specials: list[bytes], boundary) -> Iterator[tuple[str, int, int]]:
-    for path in paths:
-        for start, end in corpus.plan_pieces(path, piece_size, specials, boundary):
-            yield path, start, end
+def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str):
+    return encode_unit(_worker_tokenizers[key] if state is None else _tokenizer_for(key, state), unit, dtype)
+
+
+def tokenizer_state(tokenizer) -> tuple[str, tuple]:
+    """(a digest, what a worker needs to rebuild the tokenizer): plain data, which a worker turns
+    into a Tokenizer once and then finds by the digest."""
+    options = {"pattern": tokenizer.pattern} if hasattr(tokenizer, "pattern") else {}
+    state = (tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, options)
+    digest = hashlib.sha256(repr((sorted(tokenizer.vocab.items()), *state[1:])).encode()).hexdigest()
+    return digest, state
 
 
 def encode_files(
     tokenizer,
-    input_paths: Sequence[str | os.PathLike],
+    units: Sequence[sources.WorkUnit],
     output_path: str | os.PathLike,
     *,
     num_workers: int = 1,
-    piece_size: int = 1 << 22,
+    executor: Executor | None = None,
     dtype: str | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Encode the files, in order, into one 1-D array at `output_path`; return the number of tokens.
+    """Encode the work units, in order, into one 1-D array at `output_path`; return the number of tokens.
 
-    `on_progress(bytes_done)` is called after each piece.
+    Documents are joined with the first special token, so the array equals `encode` of the
+    documents joined by it. Units run in `num_workers` local processes or on `executor`; at most a
+    few per worker are in flight, and their ids are written as they arrive. `on_progress(bytes_done)`
+    is called after each unit.
     """
-    paths = [str(p) for p in input_paths]
-    for p in paths:
-        corpus.file_size(p)  # a missing or unreadable input fails here, before any work
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
-    specials = [s.encode("utf-8") for s in tokenizer.special_tokens]
+    separator = b""
+    if tokenizer.special_tokens:
+        separator = np.array(tokenizer.encode(tokenizer.special_tokens[0]), dtype=out_dtype).tobytes()
     output_path = Path(output_path)
     fd, tmp = temp_file_beside(output_path)
     count = 0
     done = 0
+    wrote_a_document = False
+    owned = None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(b"\0" * _HEADER_BYTES)
-            boundary = patterns.get(tokenizer.pattern).safe_cut_bytes
-            args = ((p, s, e, out_dtype.str) for p, s, e in _pieces(paths, piece_size, specials, boundary))
-            if num_workers <= 1:
-                results = (_encode_piece(tokenizer, *a) for a in args)
-                pool = None
+            if executor is None and num_workers <= 1:
+                results = (encode_unit(tokenizer, u, out_dtype.str) for u in units)
             else:
-                pool = corpus.process_context().Pool(
-                    num_workers,
-                    initializer=_init_worker,
-                    initargs=(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern),
-                )
-                results = pool.imap(_encode_piece_in_worker, args, chunksize=1)
-            try:
-                for consumed, data in results:
-                    out.write(data)
-                    count += len(data) // out_dtype.itemsize
-                    done += consumed
-                    if on_progress:
-                        on_progress(done)
-            finally:
-                if pool is not None:
-                    pool.terminate()
+                key, state = tokenizer_state(tokenizer)
+                if executor is None:
+                    # Local workers get the tokenizer once, when they start.
+                    owned = executor = executors.local_executor(num_workers, initializer=_init_worker,
+                                                                initargs=(key, state))
+                    args = ((key, None, u, out_dtype.str) for u in units)
+                else:
+                    args = ((key, state, u, out_dtype.str) for u in units)
+                width = executors.executor_width(executor, num_workers)
+                results = executors.run_ordered(executor, _encode_unit_in_worker, args, max_in_flight=2 * width)
+            for unit, (consumed, has_documents, data) in zip(units, results):
+                if has_documents and unit.new_document and wrote_a_document:
+                    out.write(separator)
+                    count += len(separator) // out_dtype.itemsize
+                wrote_a_document = wrote_a_document or has_documents
+                out.write(data)
+                count += len(data) // out_dtype.itemsize
+                done += consumed
+                if on_progress:
+                    on_progress(done)
             out.seek(0)
             out.write(_npy_header(out_dtype, count))
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, output_path)
+    except BaseException:
+        if owned is not None:
+            executors.stop_now(owned)
+            owned = None
+        raise
     finally:
+        if owned is not None:
+            owned.shutdown()
         Path(tmp).unlink(missing_ok=True)
     return count

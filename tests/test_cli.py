@@ -99,8 +99,9 @@ def test_encode_several_files_in_order(tmp_path, trained_dir, capsys):
     out = tmp_path / "all.npy"
     assert main(["encode", "--tokenizer", str(trained_dir), *inputs, "--out", str(out), "--workers", "2", "--quiet"]) == 0
     tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", [EOT])
-    expected = [i for p in inputs for i in tokenizer.encode(open(p, encoding="utf-8", newline="").read())]
-    assert np.load(out).tolist() == expected
+    # A file boundary is a document boundary: files are joined with the first special token.
+    texts = [open(p, encoding="utf-8", newline="").read() for p in inputs]
+    assert np.load(out).tolist() == tokenizer.encode(EOT.join(texts))
     assert "bytes per token" in capsys.readouterr().out
 
 

@@ -1,0 +1,134 @@
+"""Counting the pre-tokens of a corpus, in work units run in parallel (see `sources`, `executors`).
+
+Each work unit is counted on its own: its text is cut into documents at special tokens (and at
+record boundaries), documents into chunks, and the chunks counted; the distinct chunks are then
+pre-tokenized once each (see `pretokenize`). Units are pieces of files cut where no pre-token
+changes, so the total is the same however the corpus is cut, split into files, or spread over
+workers; workers send back counts, never text.
+"""
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+
+from cs336_basics import executors, patterns, sources
+from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
+
+_progress = None  # a shared counter of bytes read, set in each local worker process
+
+
+def _init_worker(progress) -> None:
+    global _progress
+    _progress = progress
+
+
+def count_units(units: Sequence[sources.WorkUnit], block_size: int = sources.BLOCK_SIZE) -> tuple[int, dict[str, int]]:
+    """(bytes read, pre-token counts) of some work units; this runs in a worker."""
+    chunk_counts: Counter[str] = Counter()
+    size = 0
+    pretokenizer = patterns.get(units[0].pattern) if units else patterns.get("gpt2")
+    for unit in units:
+        special_re = special_token_regex(unit.special_tokens)
+        for consumed, text, _ in sources.read_unit(unit, block_size=block_size):
+            count_chunks(text, special_re, chunk_counts, pretokenizer)
+            if _progress is not None and consumed:
+                with _progress.get_lock():
+                    _progress.value += consumed
+        size += unit.size
+    return size, pretoken_counts(chunk_counts, pretokenizer)
+
+
+def bundle(units: Sequence[sources.WorkUnit], target: int) -> list[tuple[sources.WorkUnit, ...]]:
+    """Consecutive units grouped into tasks of at least `target` bytes (the last may be smaller), so
+    that a folder of many small files does not send back one table of counts per file."""
+    tasks: list[tuple[sources.WorkUnit, ...]] = []
+    group: list[sources.WorkUnit] = []
+    size = 0
+    for unit in units:
+        group.append(unit)
+        size += unit.size
+        if size >= target:
+            tasks.append(tuple(group))
+            group, size = [], 0
+    if group:
+        tasks.append(tuple(group))
+    return tasks
+
+
+def count_pretokens(
+    units: Sequence[sources.WorkUnit],
+    *,
+    num_workers: int,
+    executor: Executor | None = None,
+    task_size: int,
+    block_size: int = sources.BLOCK_SIZE,
+    on_progress: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Count the pre-tokens of the work units, in `num_workers` local processes, or on `executor`.
+
+    Units are sent in tasks of at least `task_size` bytes (see `bundle`); use the size the units
+    were planned with, so that small files are grouped and large ones stay apart.
+
+    Memory grows with the number of distinct chunks, not with the corpus. `on_progress(bytes_done)`
+    is called from time to time.
+    """
+    tasks = bundle(units, task_size)
+    total: dict[str, int] = {}
+    done = 0
+    if executor is None and (num_workers <= 1 or len(tasks) <= 1):
+        for task in tasks:
+            _, counts = count_units(task, block_size)
+            _add_counts(total, counts)
+            done += sum(u.size for u in task)
+            if on_progress:
+                on_progress(done)
+        return total
+
+    progress = None
+    owned = None
+    if executor is None:
+        ctx = executors.process_context()
+        progress = ctx.Value("q", 0)
+        owned = executor = executors.local_executor(
+            min(num_workers, len(tasks)), initializer=_init_worker, initargs=(progress,)
+        )
+    width = executors.executor_width(executor, num_workers)
+
+    def report() -> None:
+        if on_progress:
+            on_progress(max(done, progress.value if progress is not None else 0))
+
+    try:
+        results = executors.run_ordered(
+            executor, count_units, ((t, block_size) for t in tasks), max_in_flight=2 * width, on_wait=report
+        )
+        for size, counts in results:
+            _add_counts(total, counts)
+            done += size
+            report()
+    except BaseException:
+        if owned is not None:
+            executors.stop_now(owned)
+        raise
+    if owned is not None:
+        owned.shutdown()
+    return total
+
+
+def _add_counts(total: dict[str, int], counts: dict[str, int]) -> None:
+    if not total:
+        total.update(counts)
+        return
+    get = total.get
+    for key, n in counts.items():
+        total[key] = get(key, 0) + n
+
+
+def default_piece_size(total_bytes: int, num_workers: int, *, local: bool) -> int:
+    """Bytes per training work unit: local processes report progress as they read, so one piece per
+    worker (up to 256 MiB) is best; other executors report a unit when it is done, so smaller ones."""
+    per_worker = -(-total_bytes // max(num_workers, 1))
+    if not local:
+        per_worker //= 4
+    return max(min(per_worker, 1 << 28), 1 << 20 if not local else 1)
+

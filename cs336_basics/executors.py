@@ -1,0 +1,124 @@
+"""Running work on an executor: this machine's processes by default, or any
+`concurrent.futures.Executor`, such as a Dask cluster's (`client.get_executor()`).
+
+Results come back in the order the work was given, with a bounded number of tasks in flight, so a
+caller can write each result as it arrives and never holds them all. A worker that dies or an
+executor that breaks becomes `WorkerError`; errors raised by the work itself (a bad record, a file
+that has gone) come through as they were raised.
+"""
+
+import concurrent.futures
+import contextlib
+import multiprocessing
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+
+class WorkerError(RuntimeError):
+    """A worker died or the executor stopped working; nothing was written."""
+
+
+def process_context():
+    """The multiprocessing context for workers: fork where there is one (cheap, shares memory), else spawn."""
+    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+
+
+def local_executor(num_workers: int, *, initializer=None, initargs=()) -> ProcessPoolExecutor:
+    """`num_workers` processes of this machine."""
+    return ProcessPoolExecutor(num_workers, mp_context=process_context(), initializer=initializer, initargs=initargs)
+
+
+def stop_now(executor: ProcessPoolExecutor) -> None:
+    """Shut a local executor down without waiting for the tasks that are running."""
+    executor.shutdown(wait=False, cancel_futures=True)
+    terminate = getattr(executor, "terminate_workers", None)  # Python 3.14+
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        process.terminate()
+    executor.shutdown(wait=True)
+
+
+def executor_width(executor: Executor, default: int) -> int:
+    """How many tasks the executor runs at once, when it says so (local processes, Dask), else `default`."""
+    width = getattr(executor, "_max_workers", None)
+    client = getattr(executor, "_client", None)
+    if width is None and client is not None:
+        with contextlib.suppress(Exception):
+            width = sum(client.nthreads().values())
+    return max(int(width or default), 1)
+
+
+def run_ordered(
+    executor: Executor,
+    fn: Callable,
+    args: Iterable[tuple],
+    *,
+    max_in_flight: int,
+    on_wait: Callable[[], None] | None = None,
+) -> Iterator:
+    """Yield `fn(*a)` for each `a` of `args`, in order, run on `executor` with at most
+    `max_in_flight` tasks submitted and not yet yielded. `on_wait()` is called about ten times a
+    second while waiting. On any error, or when the caller stops early, the tasks left are cancelled."""
+    futures: deque[Future] = deque()
+    try:
+        for a in args:
+            futures.append(_submit(executor, fn, a))
+            if len(futures) >= max_in_flight:
+                yield _result(futures.popleft(), on_wait)
+        while futures:
+            yield _result(futures.popleft(), on_wait)
+    finally:
+        for future in futures:
+            future.cancel()
+
+
+def _submit(executor: Executor, fn: Callable, args: tuple) -> Future:
+    try:
+        return executor.submit(fn, *args)
+    except BrokenProcessPool as e:
+        raise WorkerError(f"a worker process died ({e}); nothing was written") from None
+    except RuntimeError as e:  # e.g. "cannot schedule new futures after shutdown"
+        raise WorkerError(f"the executor cannot take work: {e}") from None
+
+
+def _result(future: Future, on_wait: Callable[[], None] | None):
+    while True:
+        try:
+            return future.result(timeout=0.1 if on_wait else None)
+        except concurrent.futures.TimeoutError:
+            if future.done():  # the task itself raised TimeoutError
+                raise
+            on_wait()
+        except BrokenProcessPool:
+            raise WorkerError("a worker process died (killed, or out of memory?); nothing was written") from None
+        except concurrent.futures.CancelledError:
+            raise WorkerError("the executor cancelled a task (was it shut down, or did it lose its workers?); "
+                              "nothing was written") from None
+        except Exception as e:
+            if type(e).__module__.split(".")[0] == "distributed":  # KilledWorker, lost connections...
+                raise WorkerError(f"the Dask cluster failed a task: {type(e).__name__}: {e}; nothing was written") from None
+            raise
+
+
+@contextlib.contextmanager
+def dask_executor(address: str, *, timeout: float | None = None):
+    """An executor on the Dask cluster whose scheduler is at `address` (e.g. tcp://10.0.0.5:8786);
+    `timeout` seconds to connect (default: Dask's `distributed.comm.timeouts.connect`)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError("--dask-scheduler needs the optional dependency 'dask': "
+                          "pip install 'cs336-basics[dask]'") from None
+    try:
+        options = {} if timeout is None else {"timeout": timeout}
+        client = Client(address, set_as_default=False, **options)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise WorkerError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+    try:
+        yield client.get_executor()
+    finally:
+        client.close()

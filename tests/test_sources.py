@@ -1,0 +1,442 @@
+"""Corpora as they come (cs336_basics/sources.py): folders, globs, lists and URLs of .txt, .jsonl and
+.parquet files, compressed or not, read in work units by local processes or any executor.
+
+The oracle is the plain `.txt` of the same documents joined by `<|endoftext|>`: training on any
+format or any split into files gives the merges of the reference trainer on that text, and encoding
+gives `encode` of it.
+"""
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+import random
+import subprocess
+import sys
+from concurrent.futures import Executor, ProcessPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import sources
+from cs336_basics.bpe import Tokenizer, train_bpe
+from cs336_basics.cli import main
+from cs336_basics.executors import WorkerError
+from tests.reference import reference_train_bpe
+
+EOT = "<|endoftext|>"
+VOCAB = 330
+
+
+def make_documents(seed: int, n: int) -> list[str]:
+    """Documents of words in several scripts, digits, punctuation and all kinds of whitespace."""
+    rng = random.Random(seed)
+    words = ["the", "cat", "sat", "Straße", "über", "привет", "мир", "中文", "字", "42", "3.14", "don't",
+             "it's", "!!", "...", "(x)", "ﬁne", "😀", "naïve", "a", "aa", "aaa"]
+    spaces = [" ", " ", " ", "  ", "\n", "\n\n", "\t", "\r\n", " \u3000", "\xa0"]
+    docs = []
+    for _ in range(n):
+        parts = [rng.choice(spaces) if rng.random() < 0.15 else ""]
+        for _ in range(rng.randrange(0, 40)):
+            parts.append(rng.choice(words))
+            parts.append(rng.choice(spaces))
+        docs.append("".join(parts).rstrip(" ") if rng.random() < 0.5 else "".join(parts))
+    docs[3] = ""  # an empty document
+    return docs
+
+
+DOCS = make_documents(0, 60)
+TEXT = EOT.join(DOCS)
+
+
+def write_txt(path, docs):
+    path.write_bytes(EOT.join(docs).encode("utf-8"))
+
+
+def write_jsonl(path, docs, field="text", opener=open):
+    with opener(path, "wt", encoding="utf-8", newline="\n") as f:
+        for i, doc in enumerate(docs):
+            f.write(json.dumps({"id": i, field: doc}) + "\n")
+
+
+def write_parquet(path, docs, field="text", row_group_size=7):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": list(range(len(docs))), field: docs}), path, row_group_size=row_group_size)
+
+
+def zstd_open(path, mode, **kwargs):
+    import io
+
+    import zstandard
+
+    return io.TextIOWrapper(zstandard.ZstdCompressor().stream_writer(open(path, "wb")), **kwargs)
+
+
+WRITERS = {
+    "corpus.txt": write_txt,
+    "corpus.jsonl": write_jsonl,
+    "corpus.parquet": write_parquet,
+    "corpus.jsonl.gz": lambda p, d: write_jsonl(p, d, opener=gzip.open),
+    "corpus.jsonl.bz2": lambda p, d: write_jsonl(p, d, opener=bz2.open),
+    "corpus.jsonl.xz": lambda p, d: write_jsonl(p, d, opener=lzma.open),
+    "corpus.jsonl.zst": lambda p, d: write_jsonl(p, d, opener=zstd_open),
+    "corpus.txt.gz": lambda p, d: p.write_bytes(gzip.compress(EOT.join(d).encode())),
+    "corpus.txt.zst": lambda p, d: p.write_bytes(__import__("zstandard").ZstdCompressor().compress(EOT.join(d).encode())),
+}
+
+
+@pytest.fixture(scope="module")
+def expected_merges():
+    return reference_train_bpe(TEXT, VOCAB, [EOT])
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    vocab, merges = reference_train_bpe(TEXT, VOCAB, [EOT])
+    return Tokenizer(vocab, merges, [EOT])
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("formats")
+    for name, write in WRITERS.items():
+        write(folder / name, DOCS)
+    return folder
+
+
+# --- every format trains and encodes like the .txt -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+@pytest.mark.parametrize("piece_size", [None, 97])
+def test_every_format_trains_like_the_txt(corpus_dir, expected_merges, name, piece_size):
+    assert train_bpe(corpus_dir / name, VOCAB, [EOT], num_workers=1, piece_size=piece_size) == expected_merges
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+@pytest.mark.parametrize("piece_size", [1 << 22, 97])
+def test_every_format_encodes_like_the_txt(tmp_path, corpus_dir, tokenizer, name, piece_size):
+    out = tmp_path / "ids.npy"
+    count = tokenizer.encode_file(corpus_dir / name, out, num_workers=1, piece_size=piece_size)
+    assert np.load(out).tolist() == tokenizer.encode(TEXT)
+    assert count == len(tokenizer.encode(TEXT))
+
+
+def test_local_workers_equal_one_process(tmp_path, corpus_dir, tokenizer, expected_merges):
+    assert train_bpe(corpus_dir, VOCAB, [EOT], num_workers=2, piece_size=300) == expected_merges
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file(sorted(corpus_dir.glob("*.parquet")) + [corpus_dir / "corpus.jsonl"], out,
+                          num_workers=2, piece_size=300)
+    assert np.load(out).tolist() == tokenizer.encode(EOT.join(DOCS + DOCS))
+
+
+# --- how the corpus is split into files does not matter ---------------------------------------------
+
+
+def split(docs: list[str], cuts: list[int]) -> list[list[str]]:
+    bounds = [0, *sorted(set(cuts)), len(docs)]
+    return [docs[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+@settings(max_examples=int(os.environ.get("BPE_FUZZ_EXAMPLES", 15)), deadline=None)
+@given(
+    cuts=st.lists(st.integers(1, len(DOCS) - 1), max_size=5),
+    kinds=st.lists(st.sampled_from(["txt", "jsonl", "parquet", "jsonl.gz", "txt.gz"]), min_size=6, max_size=6),
+    piece_size=st.sampled_from([50, 200, 1 << 20]),
+)
+def test_splitting_into_files_changes_nothing(tmp_path_factory, expected_merges, tokenizer, cuts, kinds, piece_size):
+    folder = tmp_path_factory.mktemp("shards")
+    for i, shard in enumerate(split(DOCS, cuts)):
+        WRITERS[f"corpus.{kinds[i]}"](folder / f"shard-{i:03d}.{kinds[i]}", shard)
+    assert train_bpe(folder, VOCAB, [EOT], num_workers=1, piece_size=piece_size) == expected_merges
+    out = folder / "ids.npy"
+    tokenizer.encode_file(folder, out, num_workers=1, piece_size=piece_size)
+    assert np.load(out).tolist() == tokenizer.encode(TEXT)
+
+
+def test_txt_documents_cut_across_files_are_still_documents(tmp_path, tokenizer):
+    # A file boundary is a document boundary: no pre-token or merge spans it.
+    (tmp_path / "a.txt").write_text("hello wor", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("ld again", encoding="utf-8")
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file(tmp_path, out, num_workers=1)
+    assert np.load(out).tolist() == tokenizer.encode("hello wor" + EOT + "ld again")
+    vocab, merges = train_bpe(tmp_path, 300, [EOT], num_workers=1)
+    assert (vocab, merges) == reference_train_bpe("hello wor" + EOT + "ld again", 300, [EOT])
+
+
+def test_a_record_may_hold_special_tokens(tmp_path, tokenizer):
+    docs = ["one" + EOT + "two", "three"]
+    write_jsonl(tmp_path / "c.jsonl", docs)
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file(tmp_path / "c.jsonl", out, num_workers=1)
+    assert np.load(out).tolist() == tokenizer.encode(EOT.join(docs))
+
+
+def test_without_special_tokens_documents_are_still_apart(tmp_path):
+    docs = ["ab ab", "ab", "ab ab ab"]
+    write_jsonl(tmp_path / "c.jsonl", docs)
+    assert train_bpe(tmp_path / "c.jsonl", 260, [], num_workers=1) == reference_train_bpe_docs(docs, 260)
+    vocab, merges = train_bpe(tmp_path / "c.jsonl", 260, [], num_workers=1)
+    tok = Tokenizer(vocab, merges)
+    out = tmp_path / "ids.npy"
+    tok.encode_file(tmp_path / "c.jsonl", out, num_workers=1)
+    assert np.load(out).tolist() == [i for d in docs for i in tok.encode(d)]
+
+
+def reference_train_bpe_docs(docs, vocab_size):
+    """The reference trainer on documents kept apart by a marker that is then taken out of the vocab."""
+    marker = "<|sep|>"
+    vocab, merges = reference_train_bpe(marker.join(docs), vocab_size + 1, [marker])
+    del vocab[len(vocab) - 1]
+    return vocab, merges
+
+
+# --- inputs: folders, globs, lists, URLs -----------------------------------------------------------
+
+
+def test_folders_are_read_recursively_in_sorted_order_and_skip_other_files(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "2.txt").write_text("two")
+    (tmp_path / "a.jsonl").write_text(json.dumps({"text": "one"}) + "\n")
+    (tmp_path / "c.txt").write_text("three")
+    (tmp_path / "README.md").write_text("not a corpus")
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "old.txt").write_text("hidden")
+    found = sources.resolve(tmp_path)
+    assert [os.path.relpath(s.path, tmp_path) for s in found] == ["a.jsonl", os.path.join("b", "2.txt"), "c.txt"]
+    assert [s.format for s in found] == ["jsonl", "txt", "txt"]
+    globbed = sources.resolve(str(tmp_path / "**" / "*.txt"))
+    assert [os.path.relpath(s.path, tmp_path) for s in globbed] == [os.path.join("b", "2.txt"), "c.txt"]
+    listed = sources.resolve([tmp_path / "c.txt", tmp_path / "b"])
+    assert [os.path.relpath(s.path, tmp_path) for s in listed] == ["c.txt", os.path.join("b", "2.txt")]
+    # A file named explicitly is text whatever its suffix (CS336's corpus.en).
+    assert sources.resolve(tmp_path / "README.md")[0].format == "txt"
+
+
+@pytest.mark.parametrize("spec", ["empty", "nothing-*.txt", "missing.txt"])
+def test_inputs_that_name_nothing_are_refused(tmp_path, spec):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.md").write_text("x")
+    with pytest.raises(FileNotFoundError, match=spec.replace("*", r"\*")):
+        train_bpe(str(tmp_path / spec), 300, [EOT])
+
+
+def test_compressed_parquet_is_refused(tmp_path):
+    (tmp_path / "x.parquet.gz").write_bytes(b"")
+    with pytest.raises(ValueError, match="compressed Parquet"):
+        sources.resolve(tmp_path / "x.parquet.gz")
+
+
+def test_fsspec_urls(tmp_path, corpus_dir, tokenizer, expected_merges):
+    import fsspec
+
+    assert train_bpe(f"file://{corpus_dir}", VOCAB, [EOT], num_workers=2, piece_size=500) == expected_merges
+    fs = fsspec.filesystem("memory")
+    with fs.open("/corpus/a.jsonl", "wb") as f:
+        f.write((corpus_dir / "corpus.jsonl").read_bytes())
+    with fs.open("/corpus/b.parquet", "wb") as f:
+        f.write((corpus_dir / "corpus.parquet").read_bytes())
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file("memory://corpus/*", out, num_workers=1, piece_size=300)
+    assert np.load(out).tolist() == tokenizer.encode(EOT.join(DOCS + DOCS))
+    with pytest.raises(FileNotFoundError, match="memory://corpus/nope.txt"):
+        sources.resolve("memory://corpus/nope.txt")
+
+
+@pytest.mark.parametrize(
+    "module, extra, name",
+    [("pyarrow", "parquet", "corpus.parquet"), ("zstandard", "zstd", "corpus.jsonl.zst"), ("fsspec", "fsspec", None)],
+)
+def test_a_missing_extra_names_it(monkeypatch, corpus_dir, module, extra, name):
+    for loaded in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, loaded)
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    spec = corpus_dir / name if name else f"s3://bucket/{name}"
+    with pytest.raises(ImportError, match=rf"pip install 'cs336-basics\[{extra}\]'"):
+        train_bpe(spec, 300, [EOT], num_workers=1)
+
+
+# --- bad records name the file and the line or row -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (b'{"id": 7}', "line 5: no 'text' field"),
+        (b'{"text": 12}', "line 5: field 'text' holds int, not a string"),
+        (b'{"text": "unterminated}', "line 5: not valid JSON"),
+        (b'["text"]', "line 5: expected a JSON object"),
+        (b'{"text": "caf\xe9"}', "line 5: not valid UTF-8"),
+    ],
+)
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("piece_size", [1 << 20, 30])
+def test_bad_json_lines_name_the_file_and_line(tmp_path, tokenizer, line, message, compressed, piece_size):
+    good = [json.dumps({"text": f"document {i}"}).encode() for i in range(4)]
+    data = b"\n".join(good + [line] + good) + b"\n"
+    path = tmp_path / ("bad.jsonl.gz" if compressed else "bad.jsonl")
+    path.write_bytes(gzip.compress(data) if compressed else data)
+    with pytest.raises(ValueError, match=f"{path}: {message}"):
+        train_bpe(path, 300, [EOT], num_workers=1, piece_size=piece_size)
+    with pytest.raises(ValueError, match=f"{path}: {message}"):
+        tokenizer.encode_file(path, tmp_path / "ids.npy", num_workers=2, piece_size=piece_size)
+    assert not (tmp_path / "ids.npy").exists()
+
+
+def test_other_text_fields(tmp_path, tokenizer):
+    write_jsonl(tmp_path / "a.jsonl", DOCS[:10], field="content")
+    write_parquet(tmp_path / "b.parquet", DOCS[10:20], field="content")
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file(tmp_path, out, num_workers=1, text_field="content")
+    assert np.load(out).tolist() == tokenizer.encode(EOT.join(DOCS[:20]))
+    with pytest.raises(ValueError, match=r"b\.parquet: no column 'text' \(columns: id, content\)"):
+        tokenizer.encode_file(tmp_path / "b.parquet", out, num_workers=1)
+
+
+def test_bad_parquet_rows_and_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["a", "b", "c", None, "e"]}), tmp_path / "nulls.parquet", row_group_size=2)
+    with pytest.raises(ValueError, match=r"nulls\.parquet: row 3: 'text' is null"):
+        train_bpe(tmp_path / "nulls.parquet", 300, [EOT], num_workers=1, piece_size=1)
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "ints.parquet")
+    with pytest.raises(ValueError, match=r"ints\.parquet: column 'text' holds int64, not strings"):
+        train_bpe(tmp_path / "ints.parquet", 300, [EOT], num_workers=1)
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(ValueError, match=r"junk\.parquet: not a readable Parquet file"):
+        train_bpe(tmp_path / "junk.parquet", 300, [EOT], num_workers=1)
+
+
+def test_bad_utf8_in_compressed_text_names_the_offset(tmp_path):
+    path = tmp_path / "bad.txt.gz"
+    path.write_bytes(gzip.compress(b"hello world " * 10 + b"\xff oops"))
+    with pytest.raises(ValueError, match=r"bad\.txt\.gz: not valid UTF-8 at byte offset 120 of the decompressed text"):
+        train_bpe(path, 300, [EOT], num_workers=1)
+
+
+def test_surrogates_in_json_are_fixed_like_tiktoken(tmp_path, tokenizer):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "smile \\ud83d\\ude00 lone \\ud800 end"}\n{"text": "\\udfff"}\n', encoding="utf-8")
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file(path, out, num_workers=1)
+    assert np.load(out).tolist() == tokenizer.encode("smile \U0001F600 lone \ufffd end" + EOT + "\ufffd")
+    vocab, merges = train_bpe(path, 270, [EOT], num_workers=1)
+    assert (vocab, merges) == reference_train_bpe("smile \U0001F600 lone \ufffd end" + EOT + "\ufffd", 270, [EOT])
+
+
+# --- faults: a clear error and no output -----------------------------------------------------------
+
+
+class FaultyExecutor(Executor):
+    """Runs tasks on `inner`, but before task number `at` does `fault()`; `kill` makes that task end
+    its worker process instead."""
+
+    def __init__(self, inner: Executor, at: int, fault=None, kill: bool = False):
+        self.inner, self.at, self.fault, self.kill, self.n = inner, at, fault, kill, 0
+
+    def submit(self, fn, *args, **kwargs):
+        self.n += 1
+        if self.n == self.at:
+            if self.fault:
+                self.fault()
+            if self.kill:
+                return self.inner.submit(os._exit, 1)
+        return self.inner.submit(fn, *args, **kwargs)
+
+
+def test_a_worker_that_dies_is_a_clear_error_and_no_output(tmp_path, corpus_dir, tokenizer):
+    out = tmp_path / "ids.npy"
+    with ProcessPoolExecutor(2) as pool:
+        with pytest.raises(WorkerError, match="worker process died"):
+            tokenizer.encode_file(corpus_dir / "corpus.jsonl", out, executor=FaultyExecutor(pool, 2, kill=True),
+                                  piece_size=100)
+    assert list(tmp_path.iterdir()) == []
+    with ProcessPoolExecutor(2) as pool:
+        with pytest.raises(WorkerError, match="worker process died"):
+            train_bpe(corpus_dir / "corpus.jsonl", 300, [EOT], executor=FaultyExecutor(pool, 2, kill=True),
+                      piece_size=100)
+
+
+def test_a_file_that_disappears_mid_run_is_a_clear_error_and_no_output(tmp_path, tokenizer):
+    for i in range(4):
+        write_jsonl(tmp_path / f"shard-{i}.jsonl", DOCS[i::4])
+    out = tmp_path / "out" / "ids.npy"
+    out.parent.mkdir()
+    gone = tmp_path / "shard-3.jsonl"
+    with ProcessPoolExecutor(1) as pool:
+        with pytest.raises(FileNotFoundError, match="shard-3.jsonl"):
+            tokenizer.encode_file(tmp_path, out, executor=FaultyExecutor(pool, 2, fault=gone.unlink), piece_size=10)
+    assert list(out.parent.iterdir()) == []
+
+
+def test_bpe_command_reports_bad_records_and_unreachable_schedulers_in_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "fine"}\n{"body": "no text"}\n')
+    assert main(["train", str(path), "--out", str(tmp_path / "tok"), "--vocab-size", "300", "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"bpe: {path}: line 2: no 'text' field (fields: body); name the text field with "
+                   "text_field= / --text-field"]
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"body": "fine text"}\n')
+    argv = ["train", str(good), "--text-field", "body", "--out", str(tmp_path / "tok"), "--vocab-size", "300", "--quiet"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    # In a child process: a Dask client leaves a thread behind, and this process forks workers later.
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
+    run = subprocess.run([sys.executable, "-m", "cs336_basics.cli", *argv, "--dask-scheduler", "tcp://127.0.0.1:9"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 1
+    err = run.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bpe: cannot reach the Dask scheduler at tcp://127.0.0.1:9"), err
+
+
+# --- patterns: work units carry the pattern, and .txt is cut only where it allows -----------------
+
+
+@pytest.mark.parametrize("pattern", ["cl100k", "none", r"\w+|\s+|[^\w\s]+"])
+@pytest.mark.parametrize("name", ["corpus.txt", "corpus.jsonl", "corpus.parquet", "corpus.txt.gz"])
+def test_patterns_travel_with_the_work_units(tmp_path, corpus_dir, name, pattern):
+    from cs336_basics import patterns
+
+    # Few words, so that merges span whitespace (with "none") and punctuation takes newlines (cl100k):
+    # a piece cut where the pattern does not allow it changes the merges or the ids.
+    rng = random.Random(1)
+    docs = ["".join(rng.choice(["the", "cat", "sat", "!!", "a"]) + rng.choice([" ", "\n", " ", "\n\n"])
+                    for _ in range(rng.randrange(5, 30))) for _ in range(25)]
+    text = EOT.join(docs)
+    WRITERS[name](tmp_path / name, docs)
+    expected = reference_train_bpe(text, 300, [EOT], patterns.regex_string(pattern))
+    assert train_bpe(tmp_path / name, 300, [EOT], pattern=pattern, num_workers=2, piece_size=40) == expected
+    tok = Tokenizer(*expected, [EOT], pattern=pattern)
+    out = tmp_path / "ids.npy"
+    tok.encode_file(tmp_path / name, out, num_workers=1, piece_size=40)
+    assert np.load(out).tolist() == tok.encode(text)
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "none", r"\w+|\s+|[^\w\s]+"])
+@pytest.mark.parametrize("name", ["corpus.txt", "corpus.txt.gz"])
+def test_txt_blocks_are_cut_only_where_the_pattern_allows(tmp_path, name, pattern):
+    import regex
+
+    from cs336_basics import counting, patterns
+
+    rng = random.Random(2)
+    docs = ["".join(rng.choice(["the", "cat", "!!", "a"]) + rng.choice([" ", "\n", "  "]) for _ in range(30))
+            for _ in range(6)]
+    WRITERS[name](tmp_path / name, docs)
+    units = sources.plan_units(sources.resolve(tmp_path / name), piece_size=50, special_tokens=[EOT], pattern=pattern)
+    _, counts = counting.count_units(units, block_size=7)
+    source = patterns.regex_string(pattern)
+    expected: dict[str, int] = {}
+    for doc in docs:
+        for piece in regex.findall(source, doc) if source else [doc]:
+            expected[piece] = expected.get(piece, 0) + 1
+    assert counts == expected
