@@ -51,10 +51,11 @@ def run(source: Path, corpus: str, vocab_size: int, with_log: bool) -> dict:
 
 def merge_loop_only(args) -> None:
     sys.path.insert(0, str(REPO))
-    from cs336_basics import corpus
+    from cs336_basics import counting, sources
     from cs336_basics.merge import train_merges
 
-    counts = corpus.count_pretokens(args.corpus, ["<|endoftext|>"], num_workers=1)
+    units = sources.plan_units(sources.resolve(args.corpus), piece_size=1 << 30, special_tokens=["<|endoftext|>"])
+    counts = counting.count_pretokens(units, num_workers=1, task_size=1 << 30)
     word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
     num_merges = args.vocab_size - 257
     contenders = {
