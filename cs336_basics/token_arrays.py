@@ -51,10 +51,8 @@ def _init_worker(key: str, state: tuple) -> None:
 def _tokenizer_for(key: str, state: tuple):
     tokenizer = _worker_tokenizers.get(key)
     if tokenizer is None:
-        from cs336_basics.bpe import Tokenizer
-
-        vocab, merges, special_tokens, options = state
-        tokenizer = Tokenizer(vocab, merges, special_tokens, **options)
+        cls, vocab, merges, special_tokens, options = state
+        tokenizer = cls(vocab, merges, special_tokens, **options)
         _worker_tokenizers.clear()  # one at a time: a long-lived worker must not collect them
         _worker_tokenizers[key] = tokenizer
     return tokenizer
@@ -88,11 +86,12 @@ def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit
 
 
 def tokenizer_state(tokenizer) -> tuple[str, tuple]:
-    """(a digest, what a worker needs to rebuild the tokenizer): plain data, which a worker turns
-    into a Tokenizer once and then finds by the digest."""
+    """(a digest, what a worker needs to rebuild the tokenizer): its class and plain data, which a
+    worker turns into a tokenizer once and then finds by the digest. (Passing the class keeps this
+    module from importing `bpe`, which imports it.)"""
     options = {"pattern": tokenizer.pattern} if hasattr(tokenizer, "pattern") else {}
-    state = (tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, options)
-    digest = hashlib.sha256(repr((sorted(tokenizer.vocab.items()), *state[1:])).encode()).hexdigest()
+    state = (type(tokenizer), tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, options)
+    digest = hashlib.sha256(repr((sorted(tokenizer.vocab.items()), *state[2:])).encode()).hexdigest()
     return digest, state
 
 
