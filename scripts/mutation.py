@@ -1,0 +1,91 @@
+"""Mutation testing of the core modules with mutmut (not part of CI; see README.md).
+
+    uv run --group mutation python scripts/mutation.py [--children 2] [--examples 10] [MUTANT_GLOB ...]
+
+mutmut changes the code of `corpus`, `pretokenize`, `merge`, `encoding` and `bpe` one small mutation at
+a time (the configuration is `[tool.mutmut]` in pyproject.toml) and runs, for each mutant, the tests
+that call the mutated function; a mutant that no test notices *survives*. To judge a mutant in seconds
+the selection leaves out the slow tests (timing, memory caps, GPT-2 fixture parity) and caps every
+hypothesis test at `--examples` examples, derandomized (`BPE_MUTATION_EXAMPLES`, see tests/conftest.py).
+
+The run happens in a fresh copy of the working tree under build/mutation/, so each run starts from
+nothing and editing the repository meanwhile changes nothing. Globs such as
+`"cs336_basics.corpus.x__covered*"` restrict the run to some functions. It ends by printing the
+score (killed or timed out / all mutants) and the surviving mutants; `mutmut show NAME` run in
+build/mutation/ shows the diff of one.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "build" / "mutation"
+
+
+def copy_tree() -> None:
+    """Copy the tracked and untracked-but-not-ignored files of the working tree to WORK."""
+    shutil.rmtree(WORK, ignore_errors=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (WORK / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, WORK / name)
+
+
+def summarize() -> tuple[Counter, list[str]]:
+    from mutmut.stats import status_by_exit_code
+
+    statuses: Counter = Counter()
+    survivors = []
+    for meta in sorted((WORK / "mutants").rglob("*.meta")):
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            status = status_by_exit_code[code]
+            if status == "not checked":  # outside the globs asked for
+                continue
+            statuses[status] += 1
+            if status not in ("killed", "timeout"):
+                survivors.append(f"{name}: {status}")
+    return statuses, survivors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mutants", nargs="*", help="mutant name globs (default: all)")
+    parser.add_argument("--children", type=int, default=2, help="parallel test processes (default 2)")
+    parser.add_argument("--examples", type=int, default=10, help="hypothesis examples per test (default 10)")
+    args = parser.parse_args()
+    try:
+        import mutmut  # noqa: F401
+    except ImportError:
+        sys.exit("mutation.py needs mutmut: run it with `uv run --group mutation python scripts/mutation.py`")
+
+    copy_tree()
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["BPE_MUTATION_EXAMPLES"] = str(args.examples)
+    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(args.children), *args.mutants]
+    status = subprocess.run(command, cwd=WORK, env=env).returncode
+
+    statuses, survivors = summarize()
+    total = sum(statuses.values())
+    caught = statuses["killed"] + statuses["timeout"]
+    print("\nsurviving mutants:" if survivors else "\nno surviving mutants")
+    for line in survivors:
+        print("   ", line)
+    print(", ".join(f"{n} {s}" for s, n in statuses.most_common()))
+    if total:
+        print(f"mutation score: {caught}/{total} = {caught / total:.1%}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
