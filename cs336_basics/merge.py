@@ -337,6 +337,7 @@ class _RemoteShard:
         try:
             return self.conn.recv()
         except EOFError:
+            self.process.join(timeout=5)  # the pipe closes a moment before the exit code is known
             raise RuntimeError(f"merge worker process {self.process.pid} died (exit code {self.process.exitcode})") from None
 
     def close(self) -> None:
