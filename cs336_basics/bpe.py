@@ -24,6 +24,7 @@ from cs336_basics import counting, executors, gpt2_files, patterns, sources
 from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table
 from cs336_basics.merge import train_merges
 from cs336_basics.pretokenize import special_token_regex, validate_special_tokens
+from cs336_basics.surrogates import fix_surrogates
 
 # Below these sizes one process is faster than starting workers.
 _PARALLEL_MIN_BYTES = 4 << 20
@@ -291,13 +292,15 @@ class Tokenizer:
         out.extend(chain.from_iterable(map(self._cache.__getitem__, self._split(text))))
 
     def encode(self, text: str) -> list[int]:
-        """The token ids of `text`; special tokens in it become their ids.
+        """The token ids of `text`; special tokens in it become their ids. As in tiktoken, a
+        surrogate pair in `text` counts as the character it stands for and a lone surrogate as U+FFFD.
 
         >>> tok.encode("hi<|endoftext|>")  # doctest: +SKIP
         [5303, 50256]
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
+        text = fix_surrogates(text)
         out: list[int] = []
         if self._special_re is None:
             self._encode_ordinary(text, out)
@@ -314,12 +317,16 @@ class Tokenizer:
         """Yield the ids of `"".join(iterable)`, holding only about one piece of text at a time.
 
         Text is encoded up to the last place where it can be cut without changing any pre-token or
-        special token, so the ids are exactly those of `encode` on the joined text.
+        special token, so the ids are exactly those of `encode` on the joined text (also when a
+        surrogate pair is split between two pieces).
         """
         buffer = ""
         searched = 0  # where the next search for a cut starts: before it, none was found
+        held = ""  # a high surrogate ending the last piece: the next may start with its other half
         for piece in iterable:
-            buffer += piece
+            piece = held + piece
+            held = piece[-1] if piece and "\ud800" <= piece[-1] <= "\udbff" else ""
+            buffer += fix_surrogates(piece[: len(piece) - len(held)])  # so cuts are found in fixed text
             if len(buffer) - searched < 4096:
                 continue
             cut, searched = self._last_safe_cut(buffer, searched)
@@ -327,6 +334,7 @@ class Tokenizer:
                 yield from self.encode(buffer[:cut])
                 buffer = buffer[cut:]
                 searched = 0
+        buffer += fix_surrogates(held)
         if buffer:
             yield from self.encode(buffer)
 

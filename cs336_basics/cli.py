@@ -34,6 +34,7 @@ from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.gpt2_files import atomic_write_texts
 from cs336_basics.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
+from cs336_basics.surrogates import fix_surrogates
 
 DEFAULT_SPECIAL = "<|endoftext|>"
 
@@ -311,6 +312,9 @@ def cmd_decode(args: argparse.Namespace) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
+    if args.text != fix_surrogates(args.text):  # bytes the terminal's encoding could not decode
+        raise CommandError("the text argument is not valid in this terminal's encoding (it decodes to "
+                           "surrogates); set a UTF-8 locale, e.g. LANG=C.UTF-8")
     tokenizer = load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     ids = tokenizer.encode(args.text)
     colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None

@@ -121,3 +121,12 @@ def fill_tiktoken_cache(folder: pathlib.Path) -> None:
     for (name, url), path in zip(_GPT2_URLS.items(), gpt2_files()):
         assert path.name == name
         put(url, path.read_bytes())
+
+
+# Special tokens that overlap each other: one's end is another's start, or one holds another; a
+# special token can also end in whitespace, where a cut between words would fall. With text made of
+# these pieces, a cut inside a special token is likely to be tried (and must be refused).
+OVERLAPPING_SPECIALS = [
+    ["<<x>>", "<x>>"], ["[aa]", "]bb["], ["[a]", "a]b", "]b["], ["%%%", "%%"], ["<x>>", "<<x>>", "x>"], ["<s> ", "\n<s>"],
+]
+OVERLAP_PIECES = ["<", "<<", "x", ">", ">>", "<x", "x>", "[", "]", "a", "b", "%", " ", "  ", "\n", "ab", "xy", " xx", "<s>"]

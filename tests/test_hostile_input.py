@@ -501,10 +501,12 @@ def test_encode_needs_a_str(gpt2, text):
         gpt2.encode(text)
 
 
-@pytest.mark.parametrize("text", ["\ud800", "a\udcffb", "hello \udfff world"])
-def test_encode_lone_surrogate_is_a_value_error(gpt2, text):
-    with pytest.raises(ValueError, match="surrogate"):
-        gpt2.encode(text)
+@pytest.mark.parametrize(
+    "text, fixed", [("\ud800", "\ufffd"), ("a\udcffb", "a\ufffdb"), ("hello \udfff world", "hello \ufffd world")]
+)
+def test_encode_lone_surrogate_becomes_u_fffd_as_in_tiktoken(gpt2, text, fixed):
+    # Issue 14: what tiktoken does (more in tests/test_tokenizer.py).
+    assert gpt2.encode(text) == gpt2.encode(fixed) == tiktoken_gpt2().encode(text)
 
 
 def test_encode_iterable_of_bytes_is_a_type_error(gpt2):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
 from tests.adapters import get_tokenizer, run_train_bpe
-from tests.common import FIXTURES_PATH, gpt2_files, tiktoken_for, tiktoken_gpt2
+from tests.common import OVERLAP_PIECES, OVERLAPPING_SPECIALS, FIXTURES_PATH, gpt2_files, tiktoken_for, tiktoken_gpt2
 from tests.reference import reference_encode
 
 EOT = "<|endoftext|>"
@@ -106,12 +106,13 @@ def test_trained_vocab_matches_tiktoken_and_reference(trained, text):
 def test_longest_special_token_wins(trained):
     vocab, merges, specials = trained
     tokenizer = get_tokenizer(vocab, merges, specials)
-    double, single = tokenizer.encode(EOT + EOT)[0], tokenizer.encode(EOT)[0]
+    # Training put EOT at 999; EOT + EOT is missing from the vocab, so it is appended at 1000. Single
+    # letters are their byte values.
+    assert tokenizer.vocab[999] == EOT.encode() and tokenizer.vocab[1000] == (EOT + EOT).encode()
     text = f"a{EOT}{EOT}b{EOT}c{EOT}{EOT}{EOT}"
-    ids = tokenizer.encode(text)
-    assert ids.count(double) == 2 and ids.count(single) == 2
-    assert tokenizer.decode(ids) == text
-    assert [tokenizer.decode([i]) for i in ids if i in (double, single)] == [EOT + EOT, EOT, EOT + EOT, EOT]
+    assert tokenizer.encode(text) == [ord("a"), 1000, ord("b"), 999, ord("c"), 1000, 999]
+    # Listed shortest first, they are still matched longest first.
+    assert get_tokenizer(vocab, merges, [EOT, EOT + EOT]).encode(EOT * 3) == [1000, 999]
 
 
 def test_special_tokens_missing_from_vocab_are_appended(trained):
@@ -126,6 +127,36 @@ def test_without_special_tokens_they_are_ordinary_text(gpt2):
     plain = Tokenizer.from_files(encoder_json, vocab_bpe)
     assert plain.encode(EOT) == tiktoken_gpt2().encode(EOT, disallowed_special=())
     assert 50256 not in plain.encode(EOT)
+
+
+# --- the encode cache ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cache_size", [1, 3, 50])
+def test_small_caches_roll_over_and_change_nothing(trained, cache_size):
+    vocab, merges, specials = trained
+    tokenizer = Tokenizer(vocab, merges, specials, cache_size=cache_size)
+    text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")[:20_000]
+    expected = tiktoken_for(tokenizer.vocab, specials).encode(text, allowed_special=set(specials))
+    assert tokenizer.encode(text) == expected
+    assert tokenizer.encode(text) == expected  # again, now partly served from the cache's two generations
+    cache = tokenizer._cache
+    assert 0 < len(cache) <= cache_size and 0 < len(cache._old) <= cache_size
+
+
+def test_cache_keeps_what_is_used_and_drops_what_is_not(trained):
+    vocab, merges, specials = trained
+    tokenizer = Tokenizer(vocab, merges, specials, cache_size=2)
+    cache = tokenizer._cache
+    tokenizer.encode(" the cat")  # two chunks: " the", " cat"
+    assert set(cache) == {" the", " cat"} and not cache._old
+    tokenizer.encode(" dog")  # full: the two become the old generation
+    assert set(cache) == {" dog"} and set(cache._old) == {" the", " cat"}
+    tokenizer.encode(" the")  # found in the old generation, moved to the new
+    assert set(cache) == {" dog", " the"}
+    tokenizer.encode(" owl")  # full again: " cat", unused for a generation, is dropped
+    assert set(cache) == {" owl"} and set(cache._old) == {" dog", " the"}
+    assert cache[" the"] == tuple(tokenizer.encode(" the"))
 
 
 # --- encode_iterable -------------------------------------------------------------------------------
@@ -146,6 +177,44 @@ def test_encode_iterable_equals_encode_for_any_cuts(trained, case):
     tokenizer = get_tokenizer(vocab, merges, specials)
     text, pieces = case
     assert list(tokenizer.encode_iterable(iter(pieces))) == tokenizer.encode(text)
+
+
+@st.composite
+def long_cut_texts(draw):
+    """Texts past encode_iterable's 4,096-character buffer, with overlapping special tokens, in pieces."""
+    specials = draw(st.sampled_from(OVERLAPPING_SPECIALS))
+    unit = "".join(draw(st.lists(st.sampled_from(OVERLAP_PIECES + specials) | RICH, min_size=1, max_size=30))) or " "
+    text = unit * (4500 // len(unit) + 1)
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=30)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    return specials, text, pieces
+
+
+@settings(max_examples=80, deadline=None)
+@given(long_cut_texts())
+def test_encode_iterable_cuts_long_text_beside_overlapping_specials(trained, case):
+    vocab, merges, _ = trained
+    specials, text, pieces = case
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    assert list(tokenizer.encode_iterable(iter(pieces))) == tokenizer.encode(text)
+
+
+@pytest.mark.parametrize(
+    "specials, unit",
+    [
+        (["<<x>>", "<x>>"], "ab <<x>>cd "),  # a token starting one character before a candidate cut
+        (["[aa]", "]bb["], "xx [aa]bb[yy "),  # a token ending one character after it
+        ([EOT, EOT + EOT], f"word {EOT}{EOT}x "),
+    ],
+)
+def test_encode_iterable_never_cuts_inside_a_special_token(trained, specials, unit):
+    vocab, merges, _ = trained
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    text = unit * (9000 // len(unit))
+    expected = reference_encode(text, tokenizer.vocab, merges, specials)
+    for size in (1, 7, len(unit), 4096, 5000):
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        assert list(tokenizer.encode_iterable(pieces)) == expected, size
 
 
 def test_encode_iterable_over_a_file(gpt2):
@@ -334,3 +403,76 @@ def test_merges_from_another_save_are_refused(tmp_path, trained):
     (tmp_path / "merges.txt").write_bytes((tmp_path / "merges2.txt").read_bytes())  # a half-finished save
     with pytest.raises(ValueError, match="merges.txt was written with another vocab.json"):
         Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", specials)
+
+
+# --- surrogates: str that is not valid Unicode, encoded as tiktoken does -----------------------------
+
+# Pairs (which stand for one character), lone halves, and halves in the wrong order.
+SURROGATE_TEXT = st.lists(
+    st.sampled_from(["\ud83d\ude00", "\ud83d", "\ude00", "\udce9", "\ud800\udc00", "\udbff\udfff", "\udfff\udbff"])
+    | st.characters(categories=["Cs"])
+    | RICH,
+    max_size=20,
+).map("".join)
+
+
+@pytest.mark.parametrize(
+    "text, fixed",
+    [
+        ("\ud83d\ude00", "😀"),
+        ("a\udcffb", "a\ufffdb"),
+        ("\ude00\ud83d", "\ufffd\ufffd"),
+        ("\ud83d\ud83d\ude00 x", "\ufffd😀 x"),
+        (f"\ud83d{EOT}\ude00", f"\ufffd{EOT}\ufffd"),  # a special token between the halves: no pair
+    ],
+)
+def test_surrogates_are_fixed_as_tiktoken_does(gpt2, text, fixed):
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2().encode(text, allowed_special={EOT}) == gpt2.encode(fixed)
+    assert gpt2.decode(ids) == fixed
+
+
+@settings(max_examples=100, deadline=None)
+@given(SURROGATE_TEXT)
+def test_surrogates_match_tiktoken(gpt2, text):
+    assert gpt2.encode(text) == tiktoken_gpt2().encode(text, allowed_special={EOT})
+
+
+@pytest.fixture(scope="module")
+def trained_with_tiktoken(trained):
+    vocab, merges, specials = trained
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    return tokenizer, tiktoken_for(tokenizer.vocab, specials), set(specials)
+
+
+@settings(max_examples=60, deadline=None)
+@given(SURROGATE_TEXT, st.lists(st.integers(0, 200), max_size=8))
+def test_surrogates_in_encode_iterable_even_split_across_pieces(trained_with_tiktoken, text, cuts):
+    tokenizer, tiktoken_encoding, allowed = trained_with_tiktoken
+    text = text + "\ud83d\ude00 " * 5  # at least one pair, to be split by some cut below
+    cuts = sorted({min(c, len(text)) for c in cuts} | {len(text) - 3})
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    assert list(tokenizer.encode_iterable(pieces)) == tiktoken_encoding.encode(text, allowed_special=allowed)
+    long_text = text * (5000 // len(text) + 1)  # past the 4,096-character buffer, cut every 7 characters
+    assert list(tokenizer.encode_iterable(long_text[i : i + 7] for i in range(0, len(long_text), 7))) == (
+        tiktoken_encoding.encode(long_text, allowed_special=allowed)
+    )
+
+
+def test_fix_surrogates_returns_clean_text_itself():
+    from cs336_basics.surrogates import fix_surrogates
+
+    for text in ["plain ascii", "Grüße, 世界 😀", ""]:
+        assert fix_surrogates(text) is text
+
+
+def test_surrogate_pairs_can_make_a_special_token(trained):
+    # Fixed first, "\ud83d\ude00 x" is the special token "😀 x", as tiktoken sees it; cutting it at its
+    # space (a place where a cut between words would fall) would lose it.
+    vocab, merges, _ = trained
+    specials = ["😀 x"]
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    text = "ab \ud83d\ude00 x cd " * 800
+    expected = tiktoken_for(tokenizer.vocab, specials).encode(text, allowed_special=set(specials))
+    assert tokenizer.encode(text) == expected
+    assert list(tokenizer.encode_iterable(text[i : i + 5] for i in range(0, len(text), 5))) == expected

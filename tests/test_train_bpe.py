@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.merge import _reversed_order_key, train_merges
 from tests.adapters import run_train_bpe
-from tests.common import FIXTURES_PATH
+from tests.common import FIXTURES_PATH, OVERLAP_PIECES, OVERLAPPING_SPECIALS
 from tests.reference import GPT2_PATTERN, REFERENCE_RUNS, read_gpt2_files, reference_train_bpe, split_documents
 
 FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]
@@ -180,14 +180,6 @@ def test_special_tokens_are_matched_longest_first_whatever_their_order(tmp_path)
     assert merges == [(b"o", b"k"), (b"n", b"o")]
     assert vocab[258] == b"<|a" and vocab[259] == b"<|a|>"
     assert (vocab, merges) == reference_train_bpe(text, 260, ["<|a", "<|a|>"])
-
-
-# Special tokens that overlap each other: one's end is another's start, or one holds another.
-# A special token can also end in whitespace, where a cut between words would fall.
-OVERLAPPING_SPECIALS = [
-    ["<<x>>", "<x>>"], ["[aa]", "]bb["], ["[a]", "a]b", "]b["], ["%%%", "%%"], ["<x>>", "<<x>>", "x>"], ["<s> ", "\n<s>"],
-]
-OVERLAP_PIECES = ["<", "<<", "x", ">", ">>", "<x", "x>", "[", "]", "a", "b", "%", " ", "  ", "\n", "ab", "xy", " xx", "<s>"]
 
 
 @st.composite
