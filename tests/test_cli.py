@@ -2,13 +2,17 @@
 equal to one `encode`, decoding, inspecting, and one clear line for bad input."""
 
 import json
+import re
+from collections import Counter
 
 import numpy as np
 import pytest
+import regex
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.cli import classify_token, main
+from cs336_basics.cli import bundled_corpus, classify_token, main
 from tests.common import FIXTURES_PATH, gpt2_files
+from tests.reference import GPT2_PATTERN, reference_encode, split_documents
 
 EOT = "<|endoftext|>"
 FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]
@@ -37,18 +41,33 @@ def test_train_writes_files_that_load(trained_dir, capsys):
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
+def check_train_summary(out: str, path, folder, vocab_size: int) -> None:
+    """Check every number of `bpe train`'s summary against values computed here from the files."""
+    text = path.read_bytes().decode("utf-8")
+    tokenizer = Tokenizer.from_files(folder / "vocab.json", folder / "merges.txt", [EOT])
+    pretokens = {p for d in split_documents(text, [EOT]) for p in regex.findall(GPT2_PATTERN, d)}
+    sample = path.read_bytes()[-(1 << 20) :].decode("utf-8", errors="ignore")
+    assert f"trained on {path} ({len(path.read_bytes()):,} bytes, 1 worker(s))" in out
+    assert f"({len(pretokens):,} distinct)" in out
+    assert f"({len(tokenizer.merges):,} merges)" in out and len(tokenizer.merges) == vocab_size - 257
+    assert f"{len(sample.encode()) / len(tokenizer.encode(sample)):8.2f} bytes per token (last MB of input)" in out
+    assert re.search(r"peak memory +\d+ MB in this process", out)
+    longest = re.search(r"longest tokens +(.*)", out).group(1)
+    lengths = sorted((len(t) for t in tokenizer.vocab.values() if t != EOT.encode()), reverse=True)[:5]
+    assert [int(n) for n in re.findall(r"\((\d+) B\)", longest)] == lengths
+    assert out.rstrip().endswith(f"({vocab_size:,} tokens)")
+
+
 def test_train_without_input_uses_the_bundled_corpus(tmp_path, capsys):
     assert main(["train", "--vocab-size", "300", "--out", str(tmp_path), "--quiet"]) == 0
-    out = capsys.readouterr().out
-    assert "merges" in out and "bytes per token" in out and "longest tokens" in out
+    check_train_summary(capsys.readouterr().out, bundled_corpus(), tmp_path, 300)
     assert json.loads((tmp_path / "vocab.json").read_text("utf-8"))[EOT] == 299
 
 
 def test_train_summary_reports_phases_and_memory(tmp_path, capsys):
-    main(["train", str(FIXTURES_PATH / "german.txt"), "--vocab-size", "300", "--out", str(tmp_path), "--quiet"])
-    out = capsys.readouterr().out
-    for phrase in ["counting pre-tokens", "distinct", "merging", "peak memory", "longest tokens", "compression"]:
-        assert phrase in out
+    path = FIXTURES_PATH / "german.txt"
+    assert main(["train", str(path), "--vocab-size", "300", "--out", str(tmp_path), "--quiet", "--workers", "1"]) == 0
+    check_train_summary(capsys.readouterr().out, path, tmp_path, 300)
 
 
 @pytest.mark.parametrize(
@@ -101,8 +120,33 @@ def test_encode_several_files_in_order(tmp_path, trained_dir, capsys):
     tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", [EOT])
     # A file boundary is a document boundary: files are joined with the first special token.
     texts = [open(p, encoding="utf-8", newline="").read() for p in inputs]
-    assert np.load(out).tolist() == tokenizer.encode(EOT.join(texts))
-    assert "bytes per token" in capsys.readouterr().out
+    expected = tokenizer.encode(EOT.join(texts))
+    assert np.load(out).tolist() == expected
+    total = sum(len(open(p, "rb").read()) for p in inputs)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"wrote {out}: {len(expected):,} tokens from {total:,} bytes with 2 worker(s)"
+    assert lines[1].startswith(f"  {total / len(expected):.2f} bytes per token, ")
+
+
+@pytest.mark.parametrize(
+    "specials, unit",
+    [
+        (["<<x>>", "<x>>"], "a<<x>>b <<x>> c<x>>d  <<x>><<x>> ee<<x>>>x> "),
+        (["[aa]", "]bb["], "xx[aa]bb[ [aa]bb[aa]bb[ yy "),
+        (["<s> ", "\n<s>"], "a<s> b\n<s> c <s>  \n<s>\n<s> d"),
+    ],
+)
+def test_encode_file_beside_overlapping_special_tokens(tmp_path, trained_dir, specials, unit):
+    # Small pieces put cuts next to and inside special tokens that overlap each other; a cut may only
+    # fall where it changes nothing.
+    tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", specials)
+    text = unit * 20
+    path = tmp_path / "in.txt"
+    path.write_text(text, encoding="utf-8")
+    expected = reference_encode(text, tokenizer.vocab, tokenizer.merges, specials)
+    for workers, piece_size in [(1, n) for n in range(1, 16)] + [(2, 5), (2, 6), (2, 13)]:
+        tokenizer.encode_file(path, tmp_path / "ids.npy", num_workers=workers, piece_size=piece_size)
+        assert np.load(tmp_path / "ids.npy").tolist() == expected, (workers, piece_size)
 
 
 def test_encode_gpt2_with_uint32(tmp_path):
@@ -167,9 +211,17 @@ def test_inspect_shows_pieces_plain_when_piped(trained_dir, capsys):
 
 
 def test_stats_reports_shares(trained_dir, capsys):
-    assert main(["stats", "--tokenizer", str(trained_dir), str(FIXTURES_PATH / "chinese.txt")]) == 0
-    out = capsys.readouterr().out
-    assert "bytes per token" in out and "part of one UTF-8 character" in out
+    path = FIXTURES_PATH / "code.txt"
+    assert main(["stats", "--tokenizer", str(trained_dir), str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", [EOT])
+    ids = tokenizer.encode(path.read_bytes().decode("utf-8"))
+    size = len(path.read_bytes())
+    assert lines[0] == f"{path}: {size:,} bytes, {len(ids):,} tokens, {size / len(ids):.2f} bytes per token"
+    kinds = Counter(classify_token(tokenizer.vocab[i]) for i in ids)
+    shares = [float(line.split("%")[0]) for line in lines[1:5]]
+    assert shares == [round(100 * kinds[k] / len(ids), 2) for k in ("word", "text", "partial", "crossing")]
+    assert shares[0] > 0 and shares[1] > 0
 
 
 @pytest.mark.parametrize(

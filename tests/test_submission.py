@@ -11,8 +11,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(shutil.which("uv") is None, reason="make_submission.sh runs uv")
+def require_uv() -> None:
+    """make_submission.sh runs uv. CI always has it (.ci/run installs it), so there its absence fails
+    the test; elsewhere the test is skipped, with the reason shown (`pytest -rs`)."""
+    if shutil.which("uv") is None:
+        if os.environ.get("CI"):
+            pytest.fail("uv is not on PATH in CI, where .ci/run installs it")
+        pytest.skip("make_submission.sh runs uv, which is not on PATH (pip install uv)")
+
+
 def test_make_submission_zips_code_and_tests_only(tmp_path):
+    require_uv()
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     copy = tmp_path / "repo"
     for name in files:
@@ -38,3 +47,24 @@ def test_make_submission_zips_code_and_tests_only(tmp_path):
     assert (copy / ".venv").is_dir()  # made by uv run, and left out below
     assert not any(n.startswith(("tests/fixtures/", ".git/", ".venv/", "venv/", ".pytest_cache/")) for n in names)
     assert not any(n.endswith((".txt", ".json", ".npy", ".bin", ".zip", ".pyc")) for n in names)
+    # The tests it ran are the ones asked for, and they passed.
+    results = zf_text(copy / "cs336-spring2025-assignment-1-submission.zip", "test_results.xml")
+    assert 'failures="0"' in results and 'errors="0"' in results and "test_overlapping_pairs_count_twice" in results
+
+
+def zf_text(zip_path, name: str) -> str:
+    with zipfile.ZipFile(zip_path) as zf:
+        return zf.read(name).decode("utf-8")
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", "failed"), ("", "skipped")])
+def test_missing_uv_fails_in_ci_and_is_skipped_visibly_elsewhere(tmp_path, ci, outcome):
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PATH": str(tmp_path), "CI": ci}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", f"{__file__}::test_make_submission_zips_code_and_tests_only"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert f"1 {outcome}" in result.stdout, result.stdout
+    assert "uv" in result.stdout.split("short test summary info")[-1]
