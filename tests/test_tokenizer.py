@@ -476,3 +476,81 @@ def test_surrogate_pairs_can_make_a_special_token(trained):
     expected = tiktoken_for(tokenizer.vocab, specials).encode(text, allowed_special=set(specials))
     assert tokenizer.encode(text) == expected
     assert list(tokenizer.encode_iterable(text[i : i + 5] for i in range(0, len(text), 5))) == expected
+
+
+# --- where encode_iterable cuts: Tokenizer._last_safe_cut against its definition ---------------------
+
+WS = set(" \t\n\x0b\x0c\r\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200B)}
+
+
+def _is_safe_cut(text: str, c: int, specials: list[str], start: int = 0) -> bool:
+    """A cut before a special token or between a word and a space (both after `start`), inside no
+    special token."""
+    word_then_space = start < c < len(text) and text[c - 1] not in WS and text[c] in WS
+    spanned = any(text.startswith(s, i) and i + len(s) > c for s in specials for i in range(max(c - len(s) + 1, 0), c))
+    return (word_then_space or any(text.startswith(s, c) for s in specials)) and not spanned
+
+
+_TOKENIZERS: dict[tuple[str, ...], Tokenizer] = {}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([[], [EOT], ["|", "<|"], *OVERLAPPING_SPECIALS]), st.data())
+def test_last_safe_cut_is_the_last_safe_cut(trained, specials, data):
+    # With fewer than 16 special tokens in the text, every candidate is tried, so the answer is exact.
+    key = tuple(specials)
+    if key not in _TOKENIZERS:
+        vocab, merges, _ = trained
+        _TOKENIZERS[key] = get_tokenizer(vocab, merges, specials)
+    tokenizer = _TOKENIZERS[key]
+    pieces = st.sampled_from(OVERLAP_PIECES + ["é", "\u3000", "\t", "ab cd", "|", "\x1c"] + specials * 2)
+    text = "".join(data.draw(st.lists(pieces, max_size=12)))
+    start = data.draw(st.integers(0, len(text)))
+    limit = len(text) - max(max(map(len, specials), default=0), 1)
+    candidates = range(max(start, 1), limit + 1) if limit > start else ()
+    expected = max((c for c in candidates if _is_safe_cut(text, c, specials, start)), default=0)
+    cut, next_start = tokenizer._last_safe_cut(text, start)
+    assert next_start == max(limit, start)
+    assert cut == expected or cut == 0 == expected - start  # a cut at `start` itself may be passed over
+
+
+def test_encode_iterable_holds_little_text(trained):
+    # Ids come out while the input is read: the text read but not yet encoded stays near the
+    # 4,096-character buffer, not growing with the input.
+    vocab, merges, specials = trained
+    tokenizer = get_tokenizer(vocab, merges, specials)
+    read = 0
+
+    def pieces():
+        nonlocal read
+        for n in range(3000):
+            piece = f"word{n % 7} more{EOT} " if n % 5 else "  x\n"
+            read += len(piece)
+            yield piece
+
+    encoded = 0
+    lag = 0
+    for token_id in tokenizer.encode_iterable(pieces()):
+        encoded += len(tokenizer.vocab[token_id])  # ASCII text: one byte per character
+        lag = max(lag, read - encoded)
+    assert encoded == read and lag < 4096 + 40
+
+
+def test_cache_serves_the_old_generation_without_bpe(trained):
+    vocab, merges, specials = trained
+    tokenizer = Tokenizer(vocab, merges, specials, cache_size=2)
+    expected = tokenizer.encode(" the cat")
+    tokenizer.encode(" dog")  # " the" and " cat" are now the old generation
+    table, tokenizer._cache._table = tokenizer._cache._table, None  # BPE would fail now
+    assert tokenizer.encode(" the cat") == expected
+    tokenizer._cache._table = table
+
+
+def test_cache_keeps_keys_up_to_64_characters(trained):
+    vocab, merges, specials = trained
+    tokenizer = Tokenizer(vocab, merges, specials)
+    for n, kept in [(64, True), (65, False)]:
+        word = " " + "ab" * 40
+        word = word[:n]
+        tokenizer.encode(word)
+        assert (word in tokenizer._cache) == kept
