@@ -55,7 +55,7 @@ def check_train_summary(out: str, path, folder, vocab_size: int) -> None:
     longest = re.search(r"longest tokens +(.*)", out).group(1)
     lengths = sorted((len(t) for t in tokenizer.vocab.values() if t != EOT.encode()), reverse=True)[:5]
     assert [int(n) for n in re.findall(r"\((\d+) B\)", longest)] == lengths
-    assert out.rstrip().endswith(f"({vocab_size:,} tokens)")
+    assert f"({vocab_size:,} tokens)" in out.splitlines()[-1]
 
 
 def test_train_without_input_uses_the_bundled_corpus(tmp_path, capsys):
@@ -212,14 +212,19 @@ def test_inspect_shows_pieces_plain_when_piped(trained_dir, capsys):
 
 def test_stats_reports_shares(trained_dir, capsys):
     path = FIXTURES_PATH / "code.txt"
-    assert main(["stats", "--tokenizer", str(trained_dir), str(path)]) == 0
+    assert main(["stats", "--tokenizer", str(trained_dir), str(path), "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()
     tokenizer = Tokenizer.from_files(trained_dir / "vocab.json", trained_dir / "merges.txt", [EOT])
-    ids = tokenizer.encode(path.read_bytes().decode("utf-8"))
+    text = path.read_bytes().decode("utf-8")
+    ids = tokenizer.encode(text)
     size = len(path.read_bytes())
-    assert lines[0] == f"{path}: {size:,} bytes, {len(ids):,} tokens, {size / len(ids):.2f} bytes per token"
+    assert lines[0] == f"{path}: {size:,} bytes, {len(text):,} characters"
+    values = {line.rsplit(None, 1)[0].strip(): line.rsplit(None, 1)[1] for line in lines[2:]}
+    assert values["tokens"] == f"{len(ids):,}"
+    assert values["bytes per token"] == f"{size / len(ids):.2f}"
+    assert values["characters per token"] == f"{len(text) / len(ids):.2f}"
     kinds = Counter(classify_token(tokenizer.vocab[i]) for i in ids)
-    shares = [float(line.split("%")[0]) for line in lines[1:5]]
+    shares = [float(v) for label, v in values.items() if label.startswith("%")]
     assert shares == [round(100 * kinds[k] / len(ids), 2) for k in ("word", "text", "partial", "crossing")]
     assert shares[0] > 0 and shares[1] > 0
 
