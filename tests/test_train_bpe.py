@@ -394,12 +394,26 @@ def is_safe_cut(data: bytes, c: int, specials: list[bytes]) -> bool:
     st.data(),
 )
 def test_find_safe_cut_is_the_first_safe_cut(specials, window, data):
+    pieces = st.sampled_from(OVERLAP_PIECES + ["é", "\t", "ab cd", "|", "<a"] + specials * 3)
+    check_find_safe_cut("".join(data.draw(st.lists(pieces, max_size=30))).encode(), specials, window)
+
+
+@pytest.mark.parametrize(
+    "text, specials",
+    [("<<x>><x>><x>>", ["<<x>>", "<x>>"]), ("[aa]bb[aa]bb[aa]", ["[aa]", "]bb["]), ("a<||||b", ["|", "<|"]),
+     ("%%%%%%", ["%%%", "%%"]), ("x<a b> y b> <a b>", ["<a b>", "b>"])],
+)
+def test_find_safe_cut_examples(text, specials):
+    for window in (1, 2, 3, 1 << 16):
+        check_find_safe_cut(text.encode(), specials, window)
+
+
+def check_find_safe_cut(text: bytes, specials: list[str], window: int) -> None:
+    """find_safe_cut gives the first safe cut at every target, for several stops."""
     import io
 
     from cs336_basics import corpus
 
-    pieces = st.sampled_from(OVERLAP_PIECES + ["é", "\t", "ab cd", "|", "<a"] + specials * 3)
-    text = "".join(data.draw(st.lists(pieces, max_size=30))).encode()
     encoded = [s.encode() for s in specials]
     cuts = [c for c in range(1, len(text)) if is_safe_cut(text, c, encoded)]
     old = corpus.SEARCH_WINDOW
