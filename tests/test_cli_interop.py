@@ -1,29 +1,19 @@
 """The `bpe` command with tokenizer directories, pretrained names and `bpe convert`."""
 
 import json
-import os
 
 import numpy as np
 import pytest
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
-from tests.common import FIXTURES_PATH, fill_tiktoken_cache
+from tests.common import FIXTURES_PATH
 
 EOT = "<|endoftext|>"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def tiktoken_cache(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiktoken-cache")
-    fill_tiktoken_cache(folder)
-    before = os.environ.get("TIKTOKEN_CACHE_DIR")
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
-    yield
-    if before is None:
-        del os.environ["TIKTOKEN_CACHE_DIR"]
-    else:
-        os.environ["TIKTOKEN_CACHE_DIR"] = before
+# tiktoken finds every rank file in a cache folder that tests/conftest.py fills: no network.
+pytestmark = pytest.mark.usefixtures("tiktoken_cache")
 
 
 @pytest.fixture(scope="module")

@@ -16,25 +16,15 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.encoding import bpe, build_merge_table
 from cs336_basics.tiktoken_files import load_ranks, parse_ranks, recover_merges, vocab_from_ranks
-from tests.common import TIKTOKEN_FILES, fill_tiktoken_cache, tiktoken_file_bytes
+from tests.common import TIKTOKEN_FILES, tiktoken_file_bytes
 
 NAMES = ["gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
 # Examples per run, over all names; BPE_FUZZ_EXAMPLES raises it.
 FUZZ_EXAMPLES = max(int(os.environ.get("BPE_FUZZ_EXAMPLES", 2000)), 2000)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def tiktoken_cache(tmp_path_factory):
-    """tiktoken's cache folder holding every rank file, so its loader works offline."""
-    folder = tmp_path_factory.mktemp("tiktoken-cache")
-    fill_tiktoken_cache(folder)
-    before = os.environ.get("TIKTOKEN_CACHE_DIR")
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
-    yield folder
-    if before is None:
-        del os.environ["TIKTOKEN_CACHE_DIR"]
-    else:
-        os.environ["TIKTOKEN_CACHE_DIR"] = before
+# tiktoken finds every rank file in a cache folder that tests/conftest.py fills: no network.
+pytestmark = pytest.mark.usefixtures("tiktoken_cache")
 
 
 _loaded: dict[str, tuple] = {}
