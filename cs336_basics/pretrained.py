@@ -145,7 +145,7 @@ def load(
     if path.is_dir():
         _check_same_save(path)
     vocab, merges, specials, own_pattern = hf_files.parse_tokenizer_json(json_path.read_bytes(), source=str(json_path))
-    if pattern is not None and pattern != own_pattern:
+    if pattern is not None and patterns.canonical(pattern) != own_pattern:
         raise ValueError(f"{json_path} has the pattern {own_pattern!r}; it cannot be loaded with pattern={pattern!r}")
     if special_tokens is not None:
         specials = list(special_tokens)

@@ -64,6 +64,14 @@ def test_a_directory_without_tokenizer_json_has_the_gpt2_pattern(trained, tmp_pa
     assert loaded.encode(text) == trained.encode(text)
 
 
+def test_a_pattern_given_with_a_tokenizer_json_must_be_its_own_under_any_alias(trained, tmp_path):
+    Tokenizer(trained.vocab, trained.merges, SPECIALS, pattern="cl100k").save_pretrained(tmp_path)
+    for alias in ("cl100k", "cl100k_base"):
+        assert Tokenizer.from_pretrained(tmp_path, pattern=alias).pattern == "cl100k"
+    with pytest.raises(ValueError, match="has the pattern 'cl100k'; it cannot be loaded with pattern='gpt2'"):
+        Tokenizer.from_pretrained(tmp_path, pattern="gpt2")
+
+
 @settings(max_examples=FUZZ_EXAMPLES // 4, deadline=None, suppress_health_check=list(HealthCheck))
 @given(text=TEXT)
 def test_hugging_face_reads_our_tokenizer_json_with_our_ids(trained, saved, text):
