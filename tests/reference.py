@@ -80,6 +80,28 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
     return tuple(out)
 
 
+def reference_train_from_counts(
+    word_counts: dict[bytes, int], num_merges: int
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[int, int]]]:
+    """Merges learned from pre-token counts, and the merge log: for each merge, the chosen pair's
+    count and the corpus length in tokens after it (see SPEC's Merge log)."""
+    words = Counter({tuple(bytes([b]) for b in w): n for w, n in word_counts.items()})
+    merges: list[tuple[bytes, bytes]] = []
+    log: list[tuple[int, int]] = []
+    for _ in range(num_merges):
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += n
+        if not pairs:
+            break
+        best = max(pairs, key=lambda p: (pairs[p], p))
+        words = Counter({merge_word(w, best): n for w, n in words.items()})
+        merges.append(best)
+        log.append((pairs[best], sum(len(w) * n for w, n in words.items())))
+    return merges, log
+
+
 def reference_encode(
     text: str,
     vocab: dict[int, bytes],

@@ -16,7 +16,13 @@ from cs336_basics.merge import train_merges
 from cs336_basics.merge_log import COLUMNS, MergeLog, compression_curve, read_merge_log, readable_token
 from cs336_basics.report import truncated
 from tests.common import FIXTURES_PATH
-from tests.reference import GPT2_PATTERN, REFERENCE_RUNS, merge_word, reference_train_bpe, split_documents
+from tests.reference import (
+    GPT2_PATTERN,
+    REFERENCE_RUNS,
+    reference_train_bpe,
+    reference_train_from_counts,
+    split_documents,
+)
 
 EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 0)) or 200
 EOT = "<|endoftext|>"
@@ -88,20 +94,6 @@ def test_log_matches_reference_on_fixtures(name):
     assert log == reference_log
 
 
-def reference_log_from_counts(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[int, int]]:
-    words = Counter({tuple(bytes([b]) for b in w): n for w, n in word_counts.items()})
-    log = []
-    for _ in range(num_merges):
-        pairs: Counter = Counter()
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += n
-        if not pairs:
-            break
-        best = max(pairs, key=lambda p: (pairs[p], p))
-        words = Counter({merge_word(w, best): n for w, n in words.items()})
-        log.append((pairs[best], sum(len(w) * n for w, n in words.items())))
-    return log
 
 
 @pytest.mark.parametrize("num_shards", [1, 2, 3])
@@ -114,7 +106,7 @@ def test_sharded_merge_loop_logs_the_same(num_shards):
     )
     steps: list[tuple[int, int]] = []
     train_merges(counts, 300, num_shards=num_shards, merge_log=steps)
-    expected = reference_log_from_counts(counts, 300)
+    expected = reference_train_from_counts(counts, 300)[1]
     tokens = sum(len(w) * n for w, n in counts.items())
     got = []
     for count, shrink in steps:

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from cs336_basics.merge import _reversed_order_key, train_merges
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH, OVERLAP_PIECES, OVERLAPPING_SPECIALS
-from tests.reference import GPT2_PATTERN, REFERENCE_RUNS, read_gpt2_files, reference_train_bpe, split_documents
+from tests.reference import (
+    GPT2_PATTERN,
+    REFERENCE_RUNS,
+    read_gpt2_files,
+    reference_train_bpe,
+    reference_train_from_counts,
+    split_documents,
+)
 
 FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]
 SPECIALS = ["<|endoftext|>", "<|endoftext|><|endoftext|>", "<pad>"]
@@ -64,25 +71,9 @@ def test_reversed_order_key_reverses_pair_order(tokens):
 
 def test_merge_loop_on_counts_directly():
     merges = train_merges({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 6)
-    assert merges == reference_train_counts({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 6)
+    assert merges == reference_train_from_counts({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 6)[0]
 
 
-def reference_train_counts(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
-    from tests.reference import merge_word
-
-    words = Counter({tuple(bytes([b]) for b in w): n for w, n in word_counts.items()})
-    merges = []
-    for _ in range(num_merges):
-        pairs = Counter()
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += n
-        if not pairs:
-            break
-        best = max(pairs, key=lambda p: (pairs[p], p))
-        merges.append(best)
-        words = Counter({merge_word(w, best): n for w, n in words.items()})
-    return merges
 
 
 # --- the slow reference as oracle ------------------------------------------------------------------
