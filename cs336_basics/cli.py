@@ -351,8 +351,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
 
 def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progress) -> "report.TextStats":
-    """`report.measure_file` for a corpus of any format (see `sources`): each document or block of
-    text measured as it is read, so memory stays flat."""
+    """`report.TextStats` of a corpus of any format (see `sources`): each document or block of text
+    is measured as it is read, so memory stays flat."""
     stats = report.TextStats()
     units = sources.plan_units(files, piece_size=1 << 22, special_tokens=tokenizer.special_tokens,
                                text_field=text_field, pattern=tokenizer.pattern)

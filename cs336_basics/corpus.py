@@ -74,25 +74,6 @@ def find_safe_cut(
     return stop
 
 
-def plan_pieces(
-    path: str | os.PathLike,
-    piece_size: int,
-    specials: list[bytes],
-    boundary: re.Pattern[bytes] | None = _WS_BOUNDARY,
-) -> list[tuple[int, int]]:
-    """Cut the file into consecutive (start, end) byte ranges of about `piece_size`, at safe cuts."""
-    size = os.path.getsize(path)
-    piece_size = max(piece_size, 1)
-    pieces = []
-    start = 0
-    with open(path, "rb") as f:
-        while start < size:
-            end = find_safe_cut(f, start + piece_size, size, specials, boundary)
-            pieces.append((start, end))
-            start = end
-    return pieces
-
-
 def read_text(f, path, start: int, end: int) -> str:
     """Decode bytes [start, end) of the open file as UTF-8, naming the offset of any bad byte."""
     f.seek(start)
@@ -104,23 +85,6 @@ def read_text(f, path, start: int, end: int) -> str:
             f"{path}: not valid UTF-8 at byte offset {start + e.start} ({e.reason}); "
             "convert the file to UTF-8 first"
         ) from None
-
-
-def iter_blocks(
-    path,
-    start: int,
-    end: int,
-    specials: list[bytes],
-    block_size: int,
-    boundary: re.Pattern[bytes] | None = _WS_BOUNDARY,
-) -> Iterator[tuple[int, str]]:
-    """Yield (bytes consumed, text) for consecutive blocks of [start, end), each ending at a safe cut."""
-    with open(path, "rb") as f:
-        pos = start
-        while pos < end:
-            cut = find_safe_cut(f, pos + block_size, end, specials, boundary)
-            yield cut - pos, read_text(f, path, pos, cut)
-            pos = cut
 
 
 def file_size(path: str | os.PathLike) -> int:

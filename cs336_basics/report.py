@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_basics import corpus
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.merge_log import MergeLog, compression_curve, readable_token
 
@@ -74,23 +73,6 @@ class TextStats:
         self.tokens += len(ids)
         vocab = tokenizer.vocab
         self.kinds.update(classify_token(vocab[i]) for i in ids)
-
-
-def measure_file(tokenizer: Tokenizer, path: str | Path, *, on_progress: Callable[[int], None] | None = None) -> TextStats:
-    """Stats of a whole UTF-8 file, read in blocks cut where encoding is unchanged (memory stays flat).
-
-    `on_progress(n)` is called with the bytes read after each block.
-    """
-    stats = TextStats()
-    size = Path(path).stat().st_size
-    specials = [t.encode("utf-8") for t in tokenizer.special_tokens]
-    done = 0
-    for consumed, text in corpus.iter_blocks(path, 0, size, specials, 1 << 22):
-        stats.add(tokenizer, text)
-        done += consumed
-        if on_progress is not None:
-            on_progress(done)
-    return stats
 
 
 def stats_table(columns: list[tuple[str, TextStats]]) -> str:
