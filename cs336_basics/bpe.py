@@ -300,7 +300,10 @@ class Tokenizer:
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        text = fix_surrogates(text)
+        return self._encode_valid(fix_surrogates(text))
+
+    def _encode_valid(self, text: str) -> list[int]:
+        """`encode` of text that holds no surrogates."""
         out: list[int] = []
         if self._special_re is None:
             self._encode_ordinary(text, out)
@@ -331,12 +334,12 @@ class Tokenizer:
                 continue
             cut, searched = self._last_safe_cut(buffer, searched)
             if cut > 0:
-                yield from self.encode(buffer[:cut])
+                yield from self._encode_valid(buffer[:cut])
                 buffer = buffer[cut:]
                 searched = 0
         buffer += fix_surrogates(held)
         if buffer:
-            yield from self.encode(buffer)
+            yield from self._encode_valid(buffer)
 
     def _last_safe_cut(self, text: str, start: int) -> tuple[int, int]:
         """The last offset after `start` where `text` can be cut whatever follows it (0 if none
