@@ -77,13 +77,18 @@ def find_safe_cut(
 def read_text(f, path, start: int, end: int) -> str:
     """Decode bytes [start, end) of the open file as UTF-8, naming the offset of any bad byte."""
     f.seek(start)
-    data = f.read(end - start)
+    return decode_utf8(f.read(end - start), path, start)
+
+
+def decode_utf8(data: bytes, path, offset: int, where: str = "") -> str:
+    """`data`, read from `path` at byte `offset`, decoded as UTF-8; ValueError naming the offset of
+    any bad byte (and `where`, e.g. "of the decompressed text")."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValueError(
-            f"{path}: not valid UTF-8 at byte offset {start + e.start} ({e.reason}); "
-            "convert the file to UTF-8 first"
+            f"{path}: not valid UTF-8 at byte offset {offset + e.start}{' ' + where if where else ''} "
+            f"({e.reason}); convert the file to UTF-8 first"
         ) from None
 
 

@@ -393,7 +393,7 @@ def _read_text_stream(unit: WorkUnit, stream, raw, block_size: int) -> Iterator[
         else:
             cut = len(buffer)
         if cut or not data:
-            text = _decode(buffer[:cut], unit.path, offset, "of the decompressed text")
+            text = corpus.decode_utf8(buffer[:cut], unit.path, offset, "of the decompressed text")
             done = min(raw.tell(), unit.size) if data else unit.size
             yield done - reported, text, False
             reported = done
@@ -401,14 +401,6 @@ def _read_text_stream(unit: WorkUnit, stream, raw, block_size: int) -> Iterator[
             buffer = buffer[cut:]
         if not data:
             return
-
-
-def _decode(data: bytes, path: str, offset: int, where: str = "") -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not valid UTF-8 at byte offset {offset + e.start}{' ' + where if where else ''} "
-                         f"({e.reason}); convert the file to UTF-8 first") from None
 
 
 def _line_blocks(f, start: int, end: int, block_size: int) -> Iterator[tuple[int, int, bytes]]:
