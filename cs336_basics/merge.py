@@ -20,7 +20,7 @@ How it stays fast in pure Python:
 import gc
 import heapq
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from cs336_basics.executors import process_context
@@ -205,8 +205,9 @@ class _LongWord:
 class _Shard:
     """Some of the words, their counts, and an index from each pair to the words holding it.
 
-    Words of up to `_LONG` tokens are strings indexed by `where`; longer ones are `_LongWord`s
-    indexed by `long_where`.
+    Words of up to `_LONG` tokens are strings indexed by `where` (each word listed once per pair it
+    holds; an entry goes stale when a merge takes the pair apart, and is skipped then); longer ones
+    are `_LongWord`s indexed by `long_where`.
     """
 
     def __init__(self, words: list[str], counts: list[int]):
@@ -220,92 +221,109 @@ class _Shard:
 
     def count_pairs(self) -> dict[str, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count)."""
-        pair_counts: dict[str, int] = defaultdict(int)
-        where = self.where
-        for i, (word, n) in enumerate(zip(self.words, self.counts)):
-            for pair in map(str.__add__, word, word[1:]):
-                pair_counts[pair] += n
-                where[pair].append(i)  # a word holding a pair twice is listed twice; merge skips it
+        words, counts, where = self.words, self.counts, self.where
+        repeats = []  # words holding some pair more than once
+        for i, word in enumerate(words):
+            pairs = set(map(str.__add__, word, word[1:]))
+            for pair in pairs:
+                where[pair].append(i)
+            if len(pairs) < len(word) - 1:
+                repeats.append(i)
+        count_of = counts.__getitem__
+        pair_counts = {pair: sum(map(count_of, ids)) for pair, ids in where.items()}
+        for i in repeats:
+            word, n = words[i], counts[i]
+            for pair, k in Counter(map(str.__add__, word, word[1:])).items():
+                if k > 1:
+                    pair_counts[pair] += (k - 1) * n
         for i, long_word in self.long_words.items():
-            n = self.counts[i]
+            n = counts[i]
             for pair, positions in long_word.sites.items():
-                pair_counts[pair] += n * len(positions)
+                pair_counts[pair] = pair_counts.get(pair, 0) + n * len(positions)
                 self.long_where[pair].append(i)
-        return dict(pair_counts)
+        return pair_counts
 
     def merge(self, pair: str, new: str) -> tuple[dict[str, int], int]:
         """Merge `pair` into the character `new` in every word holding it; return the count changes
         and by how many tokens these words shrank (weighted by their counts).
 
         Only the pairs next to each merge site change. In the old word each site loses its left
-        pair (unless that is the previous site's right pair) and its right pair; in the new word
-        each new token gains its left pair, and its right pair unless the right neighbour is itself
-        new (that pair is the next site's left pair). Pairs that gain hold `new`, so they are new.
-        The change to `pair` itself is left out: the caller drops it.
+        pair (unless the previous site ends right there) and its right pair; in the new word each
+        new token gains its left pair, and its right pair unless the right neighbour is itself new.
+        So each site is filed once, by its left neighbour `x` (loses `x a`, gains `x new`), as
+        following an adjacent site (loses `b a`, gains `new new`), or as a word's start; and once
+        more by its right neighbour `y` unless the next site follows (loses `b y`, gains `new y`).
+        The files are lists of word numbers; the counts are summed per neighbour afterwards, and
+        the lists become the index entries of the new pairs. The change to `pair` itself is left
+        out: the caller drops it.
         """
         a, b = pair
-        words, counts, where = self.words, self.counts, self.where
-        change: dict[str, int] = defaultdict(int)
-        gained_where: dict[str, list[int]] = defaultdict(list)
-        shrink = 0
-        # dict.fromkeys drops repeats, which a word holding the pair many times would bring.
-        for i in dict.fromkeys(where.pop(pair, ())):
+        words = self.words
+        lefts: dict[str, list[int]] = defaultdict(list)
+        rights: dict[str, list[int]] = defaultdict(list)
+        adjacent: list[int] = []
+        starts: list[int] = []
+        repeated = False  # some word had several sites, so the lists may name it twice
+        for i in self.where.pop(pair, ()):
             word = words[i]
             pos = word.find(pair)
             if pos < 0:  # a stale index entry
                 continue
-            n = counts[i]
             end = pos + 2
-            if word.find(pair, end) < 0:  # one site, by far the most common case
-                if pos:
-                    x = word[pos - 1]
-                    change[x + a] -= n
-                    p = x + new
-                    change[p] += n
-                    gained_where[p].append(i)
+            nxt = word.find(pair, end)
+            if pos:
+                lefts[word[pos - 1]].append(i)
+            else:
+                starts.append(i)
+            if nxt < 0:  # one site, by far the most common case
                 if end < len(word):
-                    y = word[end]
-                    change[b + y] -= n
-                    p = new + y
-                    change[p] += n
-                    gained_where[p].append(i)
+                    rights[word[end]].append(i)
                 words[i] = word.replace(pair, new)
-                shrink += n
                 continue
+            repeated = True
+            size = len(word)
+            while True:
+                if nxt == end:
+                    adjacent.append(i)
+                else:
+                    if end < size:
+                        rights[word[end]].append(i)
+                    if nxt < 0:
+                        break
+                    lefts[word[nxt - 1]].append(i)
+                end = nxt + 2
+                nxt = word.find(pair, end)
+            words[i] = word.replace(pair, new)
 
-            size = len(word)
-            prev_end = -1
-            while pos >= 0:
-                if pos and pos != prev_end:
-                    change[word[pos - 1] + a] -= n
-                end = pos + 2
-                if end < size:
-                    change[b + word[end]] -= n
-                prev_end = end
-                pos = word.find(pair, end)
-            word = word.replace(pair, new)
-            words[i] = word
-            shrink += n * (size - len(word))
-            size = len(word)
-            pos = word.find(new)
-            while pos >= 0:
-                if pos:
-                    p = word[pos - 1] + new
-                    change[p] += n
-                    gained_where[p].append(i)
-                nxt = pos + 1
-                if nxt < size and word[nxt] != new:
-                    p = new + word[nxt]
-                    change[p] += n
-                    gained_where[p].append(i)
-                pos = word.find(new, nxt)
+        count_of = self.counts.__getitem__
+        where = self.where
+        change: dict[str, int] = defaultdict(int)
+        shrink = sum(map(count_of, starts))
+        for x, ids in lefts.items():
+            n = sum(map(count_of, ids))
+            shrink += n
+            change[x + a] -= n
+            gained = x + new
+            change[gained] = n
+            where[gained] = list(dict.fromkeys(ids)) if repeated else ids
+        for y, ids in rights.items():
+            n = sum(map(count_of, ids))
+            change[b + y] -= n
+            gained = new + y
+            change[gained] = n
+            where[gained] = list(dict.fromkeys(ids)) if repeated else ids
+        if adjacent:
+            n = sum(map(count_of, adjacent))
+            shrink += n
+            change[b + a] -= n
+            change[new + new] = n
+            where[new + new] = list(dict.fromkeys(adjacent))
         for i in self.long_where.pop(pair, ()):
-            gained, made = self.long_words[i].merge(pair, new, counts[i], change)
-            shrink += counts[i] * made
-            for p in gained:
+            gained_pairs, made = self.long_words[i].merge(pair, new, self.counts[i], change)
+            shrink += self.counts[i] * made
+            for p in gained_pairs:
                 self.long_where[p].append(i)
         change.pop(pair, None)
-        where.update(gained_where)
         return change, shrink
 
 
