@@ -20,7 +20,7 @@ How it stays fast in pure Python:
 import gc
 import heapq
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 
 from cs336_basics.executors import process_context
@@ -86,23 +86,14 @@ def _merge_loop(
 ) -> list[tuple[bytes, bytes]]:
     token_bytes = [bytes([i]) for i in range(256)]
     token_key = [_reversed_order_key(t) for t in token_bytes]
-
-    def heap_entry(pair: str, count: int) -> tuple[int, str, str]:
-        # Smallest first: the highest count, then the greatest (left bytes, right bytes).
-        return (-count, token_key[ord(pair[0])] + token_key[ord(pair[1])], pair)
-
-    heap = [heap_entry(pair, n) for pair, n in pair_counts.items() if n > 0]
-    heapq.heapify(heap)
+    queue = _PairQueue(pair_counts, token_key)
     local, remotes = shards[0], shards[1:]
     merges: list[tuple[bytes, bytes]] = []
-    while len(merges) < num_merges and heap:
-        neg_count, _, pair = heapq.heappop(heap)
-        current = pair_counts.get(pair, 0)
-        if current != -neg_count:
-            if current > 0:  # stale: the count fell since this entry was pushed
-                heapq.heappush(heap, heap_entry(pair, current))
-            continue
-
+    while len(merges) < num_merges:
+        best = queue.pop_best()
+        if best is None:
+            break
+        pair, count = best
         left, right = ord(pair[0]), ord(pair[1])
         new = chr(len(token_bytes))
         merges.append((token_bytes[left], token_bytes[right]))
@@ -112,21 +103,84 @@ def _merge_loop(
         for remote in remotes:
             remote.send_merge(pair, new)
         change, shrink = local.merge(pair, new)
+        gained = queue.apply(change)
         for remote in remotes:
             remote_change, remote_shrink = remote.receive()
-            _add(change, remote_change)
+            gained += queue.apply(remote_change)
             shrink += remote_shrink
+        queue.file(gained)
         if merge_log is not None:
-            merge_log.append((current, shrink))  # pair_counts holds the totals over all shards
-        del pair_counts[pair]  # every occurrence is merged
-        get = pair_counts.get
-        for p, d in change.items():
-            n = pair_counts[p] = get(p, 0) + d
-            if d > 0:  # only new pairs gain, and each needs a heap entry
-                heapq.heappush(heap, heap_entry(p, n))
+            merge_log.append((count, shrink))
         if on_merge is not None:
             on_merge(len(merges))
     return merges
+
+
+class _PairQueue:
+    """The pair counts, and the most frequent pair found fast: a lazy max-heap plus a waiting room.
+
+    Heap entries sort by count, then by the reversed-order keys of the two tokens, so the smallest
+    entry is the most frequent pair and, among equals, the greatest (left bytes, right bytes). An
+    entry may overstate its pair's count (counts fall as merges take pairs apart); a popped entry
+    whose count fell is filed again with its current count.
+
+    Most pairs never come near the top, so pairs counted below `floor` (a power of two) wait in
+    buckets by their count's bit length instead of taking heap pushes. A pair's count only rises
+    when the pair is new, so a waiting pair is never under-filed; when the heap's best falls below
+    the floor, the floor halves and the bucket just under it moves into the heap. The best entry is
+    taken only when it is at least the floor, hence at least every waiting pair.
+    """
+
+    def __init__(self, counts: dict[str, int], token_key: list[str]):
+        self.counts = counts
+        self.token_key = token_key
+        top = max(counts.values(), default=0)
+        self.floor = 1 << max(top.bit_length() - 1, 0)
+        self.waiting: dict[int, list[str]] = defaultdict(list)
+        self.heap: list[tuple[int, str, str]] = []
+        self.file(list(counts))
+        heapq.heapify(self.heap)
+
+    def file(self, pairs: list[str]) -> None:
+        """Give each pair (with a positive count) a heap entry, or a place in the waiting room."""
+        counts, key, floor, heap, waiting = self.counts, self.token_key, self.floor, self.heap, self.waiting
+        for pair in pairs:
+            n = counts.get(pair, 0)
+            if n >= floor:
+                heapq.heappush(heap, (-n, key[ord(pair[0])] + key[ord(pair[1])], pair))
+            elif n > 0:
+                waiting[n.bit_length()].append(pair)
+
+    def apply(self, change: dict[str, int]) -> list[str]:
+        """Add count changes; return the pairs that gained (new pairs, to be filed once all
+        shards' changes are in)."""
+        counts = self.counts
+        get = counts.get
+        gained = []
+        for p, d in change.items():
+            counts[p] = get(p, 0) + d
+            if d > 0:
+                gained.append(p)
+        return gained
+
+    def pop_best(self) -> tuple[str, int] | None:
+        """Remove and return the most frequent pair and its count, or None when no pair is left."""
+        heap, counts = self.heap, self.counts
+        while True:
+            if not heap or -heap[0][0] < self.floor:
+                if self.floor == 1:
+                    if not heap:
+                        return None
+                else:
+                    self.floor //= 2
+                    self.file(self.waiting.pop(self.floor.bit_length(), []))
+                    continue
+            neg_count, _, pair = heapq.heappop(heap)
+            current = counts.get(pair, 0)
+            if current == -neg_count:
+                del counts[pair]  # every occurrence is merged
+                return pair, current
+            self.file([pair])  # stale: the count fell since this entry was filed
 
 
 def _add(total: dict[str, int], counts: dict[str, int]) -> None:
@@ -205,9 +259,10 @@ class _LongWord:
 class _Shard:
     """Some of the words, their counts, and an index from each pair to the words holding it.
 
-    Words of up to `_LONG` tokens are strings indexed by `where` (each word listed once per pair it
-    holds; an entry goes stale when a merge takes the pair apart, and is skipped then); longer ones
-    are `_LongWord`s indexed by `long_where`.
+    Words of up to `_LONG` tokens are strings indexed by `where`: a word is listed under a pair once
+    per occurrence when the pair appears, and stays listed when a merge takes the pair apart; merge
+    skips such stale entries and repeats, since the first visit merges every occurrence. Longer
+    words are `_LongWord`s indexed by `long_where`.
     """
 
     def __init__(self, words: list[str], counts: list[int]):
@@ -222,20 +277,11 @@ class _Shard:
     def count_pairs(self) -> dict[str, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count)."""
         words, counts, where = self.words, self.counts, self.where
-        repeats = []  # words holding some pair more than once
         for i, word in enumerate(words):
-            pairs = set(map(str.__add__, word, word[1:]))
-            for pair in pairs:
-                where[pair].append(i)
-            if len(pairs) < len(word) - 1:
-                repeats.append(i)
+            for pair in map(str.__add__, word, word[1:]):
+                where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
         count_of = counts.__getitem__
         pair_counts = {pair: sum(map(count_of, ids)) for pair, ids in where.items()}
-        for i in repeats:
-            word, n = words[i], counts[i]
-            for pair, k in Counter(map(str.__add__, word, word[1:])).items():
-                if k > 1:
-                    pair_counts[pair] += (k - 1) * n
         for i, long_word in self.long_words.items():
             n = counts[i]
             for pair, positions in long_word.sites.items():
@@ -263,7 +309,6 @@ class _Shard:
         rights: dict[str, list[int]] = defaultdict(list)
         adjacent: list[int] = []
         starts: list[int] = []
-        repeated = False  # some word had several sites, so the lists may name it twice
         for i in self.where.pop(pair, ()):
             word = words[i]
             pos = word.find(pair)
@@ -280,7 +325,6 @@ class _Shard:
                     rights[word[end]].append(i)
                 words[i] = word.replace(pair, new)
                 continue
-            repeated = True
             size = len(word)
             while True:
                 if nxt == end:
@@ -305,19 +349,19 @@ class _Shard:
             change[x + a] -= n
             gained = x + new
             change[gained] = n
-            where[gained] = list(dict.fromkeys(ids)) if repeated else ids
+            where[gained] = ids
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
             change[b + y] -= n
             gained = new + y
             change[gained] = n
-            where[gained] = list(dict.fromkeys(ids)) if repeated else ids
+            where[gained] = ids
         if adjacent:
             n = sum(map(count_of, adjacent))
             shrink += n
             change[b + a] -= n
             change[new + new] = n
-            where[new + new] = list(dict.fromkeys(adjacent))
+            where[new + new] = adjacent
         for i in self.long_where.pop(pair, ()):
             gained_pairs, made = self.long_words[i].merge(pair, new, self.counts[i], change)
             shrink += self.counts[i] * made
