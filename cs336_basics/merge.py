@@ -325,20 +325,21 @@ class _Shard:
         starts: list[int] = []
         for i in self.where.pop(pair, ()):
             word = words[i]
-            pos = word.find(pair)
-            if pos < 0:  # a stale index entry
+            head, found, tail = word.partition(pair)
+            if not found:  # a stale index entry
                 continue
-            end = pos + 2
-            nxt = word.find(pair, end)
-            if pos:
-                lefts[word[pos - 1]].append(i)
+            if head:
+                lefts[head[-1]].append(i)
             else:
                 starts.append(i)
-            if nxt < 0:  # one site, by far the most common case
-                if end < len(word):
-                    rights[word[end]].append(i)
-                words[i] = word.replace(pair, new)
+            if pair not in tail:  # one site, by far the most common case
+                if tail:
+                    rights[tail[0]].append(i)
+                words[i] = head + new + tail
                 continue
+            pos = len(head)
+            end = pos + 2
+            nxt = word.find(pair, end)
             size = len(word)
             while True:
                 if nxt == end:
