@@ -20,7 +20,6 @@ How it stays fast in pure Python:
 import gc
 import heapq
 from array import array
-from itertools import compress, cycle
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -67,12 +66,9 @@ def train_merges(
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
     remotes: list[_RemoteShard] = []
     try:
-        owners = _shard_owners(num_shards)
         for k in range(1, num_shards):
-            mine = [owner == k for owner in owners]
-            remotes.append(_RemoteShard(list(compress(words, cycle(mine))), list(compress(counts, cycle(mine)))))
-        mine = [owner == 0 for owner in owners]
-        local = _Shard(list(compress(words, cycle(mine))), list(compress(counts, cycle(mine))))
+            remotes.append(_RemoteShard(words[k::num_shards], counts[k::num_shards]))
+        local = _Shard(words[::num_shards], counts[::num_shards])
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
@@ -83,16 +79,6 @@ def train_merges(
             remote.close()
         if gc_was_enabled:
             gc.enable()
-
-
-# Words per cycle of shard assignment kept by this process, and by each other process: this one
-# also chooses the pairs and adds up the changes, so it merges fewer words.
-_LOCAL_SLOTS, _REMOTE_SLOTS = 4, 5
-
-
-def _shard_owners(num_shards: int) -> list[int]:
-    """Which shard owns each word, word j going to `owners[j % len(owners)]` (0: this process)."""
-    return [0] * _LOCAL_SLOTS + [k for k in range(1, num_shards) for _ in range(_REMOTE_SLOTS)]
 
 
 def _merge_loop(
