@@ -3,7 +3,7 @@
 Run it with:
 
     uv run --group bench python benchmarks/bench_train.py CORPUS [--vocab-size 10000] [--special-token "<|endoftext|>"]
-        [--runs 3] [--workers N] [--only ours,hf,rustbpe] [--phases] [--check-merges] [--pattern NAME]
+        [--runs 3] [--workers N] [--only ours,hf,rustbpe,rustbpe-stream] [--phases] [--check-merges] [--pattern NAME]
 
     e.g. uv run --group bench python benchmarks/bench_train.py /tmp/bench/corpus32.txt --runs 3 --phases
 
@@ -22,7 +22,10 @@ are identical (exit status 1 if not).
 Things to keep in mind when reading the numbers:
 - ours and hf are given the file path, so reading the file is part of their time; rustbpe takes an
   iterator of documents, so its child reads the file and splits it on the special tokens before the
-  clock starts (and keeps the whole text in memory, which counts toward its RSS).
+  clock starts (and keeps the whole text in memory, which counts toward its RSS). `rustbpe-stream`
+  (not run by default; ask for it with --only) is rustbpe given a generator that reads the file 1 MiB
+  at a time and yields its documents, so its reading is timed and its memory is its own: the anchor
+  for corpora of gigabytes.
 - hf reads the file line by line, so a whitespace run containing a newline is cut at the newline;
   its pre-token counts, hence merges, can differ slightly from ours and rustbpe's.
 - Forked worker processes share memory pages with their parent; summing RSS counts those pages once
@@ -48,8 +51,9 @@ import time
 import psutil
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-TRAINERS = ["ours", "hf", "rustbpe"]
-MODULES = {"ours": "cs336_basics.bpe", "hf": "tokenizers", "rustbpe": "rustbpe"}
+TRAINERS = ["ours", "hf", "rustbpe", "rustbpe-stream"]
+DEFAULT_TRAINERS = ["ours", "hf", "rustbpe"]
+MODULES = {"ours": "cs336_basics.bpe", "hf": "tokenizers", "rustbpe": "rustbpe", "rustbpe-stream": "rustbpe"}
 POLL_SECONDS = 0.05
 MIB = 1 << 20
 
@@ -92,24 +96,47 @@ def train_hf(path: str, vocab_size: int, special_tokens: list[str], workers: int
     return {"seconds": seconds, "merges": len(merges)}
 
 
-def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
-    """rustbpe on the documents of the file, which are read and split before the clock starts."""
+def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str,
+                  stream: bool = False) -> dict:
+    """rustbpe on the documents of the file, which are read and split before the clock starts; with
+    `stream`, read and split as it trains (timed), so it never holds the whole text."""
     import rustbpe
 
     from cs336_basics.patterns import regex_string
 
     pattern_regex = regex_string(pattern) or r"[\s\S]+"  # "none": each document is one piece
 
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    documents = re.split("|".join(map(re.escape, special_tokens)), text) if special_tokens else [text]
-    del text
+    if stream:
+        documents = streamed_documents(path, special_tokens)
+    else:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+        documents = iter(re.split("|".join(map(re.escape, special_tokens)), text) if special_tokens else [text])
+        del text
     tokenizer = rustbpe.Tokenizer()
 
     start = time.perf_counter()
-    tokenizer.train_from_iterator(iter(documents), vocab_size - len(special_tokens), pattern=pattern_regex)
+    tokenizer.train_from_iterator(documents, vocab_size - len(special_tokens), pattern=pattern_regex)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "merges": tokenizer.vocab_size - 256}
+
+
+def streamed_documents(path: str, special_tokens: list[str], block_size: int = 1 << 20):
+    """The documents of the file, read 1 MiB at a time: what a trainer that streams would be given."""
+    special_re = re.compile("|".join(map(re.escape, special_tokens))) if special_tokens else None
+    rest = ""
+    with open(path, encoding="utf-8", newline="") as f:
+        while block := f.read(block_size):
+            documents = special_re.split(rest + block) if special_re else [rest + block]
+            rest = documents.pop()  # may continue in the next block (or be a special token's start)
+            yield from documents
+    if rest or not special_tokens:
+        yield rest
+
+
+def train_rustbpe_streamed(path: str, vocab_size: int, special_tokens: list[str], workers: int | None,
+                           pattern: str) -> dict:
+    return train_rustbpe(path, vocab_size, special_tokens, workers, pattern, stream=True)
 
 
 def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
@@ -127,22 +154,20 @@ def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: 
     units = sources.plan_units(files, piece_size=piece_size, special_tokens=special_tokens, pattern=pattern)
     counts = counting.count_pretokens(units, num_workers=workers, task_size=piece_size)
     counted = time.perf_counter()
-    word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
-    converted = time.perf_counter()
-    merges = train_merges(word_counts, vocab_size - 256 - len(special_tokens))
+    merges = train_merges(counts, vocab_size - 256 - len(special_tokens))
     merged = time.perf_counter()
     return {
         "seconds": merged - start,
         "count_pretokens": counted - start,
-        "to_bytes": converted - counted,
-        "train_merges": merged - converted,
+        "train_merges": merged - counted,
         "distinct_pretokens": len(counts),
         "workers": workers,
         "merges": len(merges),
     }
 
 
-CHILD_FUNCTIONS = {"ours": train_ours, "hf": train_hf, "rustbpe": train_rustbpe, "phases": ours_phases}
+CHILD_FUNCTIONS = {"ours": train_ours, "hf": train_hf, "rustbpe": train_rustbpe, "rustbpe-stream": train_rustbpe_streamed,
+                   "phases": ours_phases}
 
 
 def run_child(name: str, args: argparse.Namespace) -> None:
@@ -209,7 +234,7 @@ def importable(name: str) -> bool:
 
 def print_table(results: dict[str, list[dict]]) -> None:
     """Median/min/max seconds and median memory per trainer, then the ratios of the medians."""
-    print(f"\n{'trainer':<9} {'median s':>9} {'min s':>8} {'max s':>8} {'tree RSS MiB':>13} "
+    print(f"\n{'trainer':<14} {'median s':>9} {'min s':>8} {'max s':>8} {'tree RSS MiB':>13} "
           f"{'ru_maxrss MiB':>14} {'merges':>7}")
     medians = {}
     for name, runs in results.items():
@@ -217,12 +242,12 @@ def print_table(results: dict[str, list[dict]]) -> None:
         tree = statistics.median(r["tree_rss_mib"] for r in runs)
         own = statistics.median(r["ru_maxrss_mib"] for r in runs)
         medians[name] = (statistics.median(seconds), tree)
-        print(f"{name:<9} {medians[name][0]:>9.2f} {min(seconds):>8.2f} {max(seconds):>8.2f} "
+        print(f"{name:<14} {medians[name][0]:>9.2f} {min(seconds):>8.2f} {max(seconds):>8.2f} "
               f"{tree:>13.0f} {own:>14.0f} {runs[0]['merges']:>7}")
     if "ours" not in medians:
         return
     print()
-    for anchor in ("hf", "rustbpe"):
+    for anchor in ("hf", "rustbpe", "rustbpe-stream"):
         if anchor in medians:
             time_ratio = medians["ours"][0] / medians[anchor][0]
             rss_ratio = medians["ours"][1] / medians[anchor][1]
@@ -234,7 +259,6 @@ def print_phases(args: argparse.Namespace) -> None:
     r = measure("phases", args)
     print(f"\nour phases (one run, {r['workers']} workers, {r['distinct_pretokens']} distinct pre-tokens):")
     print(f"  count_pretokens {r['count_pretokens']:8.2f} s")
-    print(f"  to bytes        {r['to_bytes']:8.2f} s")
     print(f"  train_merges    {r['train_merges']:8.2f} s")
     print(f"  total           {r['seconds']:8.2f} s   (tree RSS {r['tree_rss_mib']:.0f} MiB)")
 
@@ -262,7 +286,8 @@ def parse_args() -> argparse.Namespace:
                         help='repeatable; default "<|endoftext|>"')
     parser.add_argument("--runs", type=int, default=3, help="timed runs per trainer")
     parser.add_argument("--workers", type=int, default=None, help="processes (ours) / threads (anchors)")
-    parser.add_argument("--only", default=",".join(TRAINERS), help="comma-separated subset of ours,hf,rustbpe")
+    parser.add_argument("--only", default=",".join(DEFAULT_TRAINERS),
+                        help="comma-separated subset of ours,hf,rustbpe,rustbpe-stream")
     parser.add_argument("--phases", action="store_true", help="also time our phases in one extra run")
     parser.add_argument("--check-merges", action="store_true", help="check ours gives the same merges with 1 and 2 workers")
     parser.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2, cl100k, o200k, none or a regex")
@@ -299,7 +324,7 @@ def main() -> None:
         for name in names:
             r = measure(name, args)
             results[name].append(r)
-            print(f"run {run}/{args.runs} {name:<8} {r['seconds']:8.2f} s  "
+            print(f"run {run}/{args.runs} {name:<14} {r['seconds']:8.2f} s  "
                   f"tree RSS {r['tree_rss_mib']:6.0f} MiB  merges {r['merges']}", flush=True)
     if args.runs > 0 and names:
         print_table(results)
