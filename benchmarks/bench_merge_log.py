@@ -55,8 +55,7 @@ def merge_loop_only(args) -> None:
     from cs336_basics.merge import train_merges
 
     units = sources.plan_units(sources.resolve(args.corpus), piece_size=1 << 30, special_tokens=["<|endoftext|>"])
-    counts = counting.count_pretokens(units, num_workers=1, task_size=1 << 30)
-    word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
+    word_counts = counting.count_pretokens(units, num_workers=1, task_size=1 << 30)
     num_merges = args.vocab_size - 257
     contenders = {
         "no log": lambda: train_merges(word_counts, num_merges),

@@ -111,15 +111,13 @@ def train_bpe(
         files, piece_size=piece_size, special_tokens=special_tokens, text_field=text_field, pattern=pattern
     )
     with _progress_bar(progress, total=size, unit="B", unit_scale=True, desc="counting") as bar:
-        counts = counting.count_pretokens(
+        word_counts = counting.count_pretokens(
             units,
             num_workers=workers,
             executor=executor,
             task_size=piece_size,
             on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
         )
-    word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
-    del counts
     counted = time.perf_counter()
 
     num_merges = vocab_size - 256 - len(special_tokens)

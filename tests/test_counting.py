@@ -1,0 +1,75 @@
+"""Counting in bounded memory: the packed tables workers send back, and the counts of whole corpora
+against a direct count with the pattern, whatever the block size, the tasks and the workers."""
+
+import random
+from collections import Counter
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import counting, patterns, sources
+
+EOT = "<|endoftext|>"
+
+# Pre-tokens as they come from text: any character but a surrogate (files are strict UTF-8 and
+# records go through fix_surrogates), including 0xFF's character and the empty document's neighbours.
+words = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
+tables = st.dictionaries(words, st.integers(min_value=1, max_value=1 << 62), max_size=40)
+
+
+@given(tables)
+@settings(max_examples=300, deadline=None)
+def test_packed_counts_unpack_to_the_same_table_in_utf8(table):
+    total: dict[bytes, int] = {}
+    counting.add_packed(total, counting.pack_counts(table))
+    assert total == {word.encode("utf-8"): n for word, n in table.items()}
+
+
+@given(st.lists(tables, max_size=4))
+@settings(max_examples=200, deadline=None)
+def test_packed_counts_add_up(table_list):
+    total: dict[bytes, int] = {}
+    for table in table_list:
+        counting.add_packed(total, counting.pack_counts(table))
+    expected: Counter[bytes] = Counter()
+    for table in table_list:
+        expected.update({word.encode("utf-8"): n for word, n in table.items()})
+    assert total == dict(expected)
+
+
+def test_packed_counts_are_compact():
+    table = {f" word{i}": i + 1000 for i in range(10_000)}
+    keys, counts = counting.pack_counts(table)
+    assert len(keys) == sum(len(w) + 1 for w in table) and counts.itemsize == 8
+
+
+def test_damaged_packed_counts_are_refused():
+    keys, counts = counting.pack_counts({"a": 1, "b": 2})
+    with pytest.raises(ValueError, match="2 pre-tokens but 1 counts"):
+        counting.add_packed({}, (keys, counts[:1]))
+
+
+def _corpus(rng: random.Random) -> list[str]:
+    pieces = ["the", " cat", "!!", "é", "世界", " ", "\n", "  ", "\u3000", "12", "'s", "\xff", "ÿ"]
+    return ["".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60))) for _ in range(rng.randrange(1, 12))]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
+def test_count_pretokens_equals_a_direct_count(tmp_path, seed, pattern):
+    rng = random.Random(seed)
+    docs = _corpus(rng)
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(EOT.join(docs).encode("utf-8"))
+    expected: Counter[bytes] = Counter()
+    for doc in docs:
+        expected.update(piece.encode("utf-8") for piece in regex.findall(patterns.regex_string(pattern), doc))
+    piece_size = rng.choice([1, 17, 200, 1 << 20])
+    units = sources.plan_units(sources.resolve(path), piece_size=piece_size, special_tokens=[EOT], pattern=pattern)
+    for workers in (1, 2):
+        counts = counting.count_pretokens(
+            units, num_workers=workers, task_size=piece_size, block_size=rng.choice([1, 5, 64, 1 << 20])
+        )
+        assert counts == dict(expected), (workers, piece_size)
