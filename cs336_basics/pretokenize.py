@@ -101,13 +101,21 @@ def count_chunks(
 
 
 def pretoken_counts(chunk_counts: dict[str, int], pretokenizer: Pretokenizer = _GPT2) -> dict[str, int]:
-    """Turn chunk counts into pre-token counts, running the pattern once per distinct chunk."""
+    """Turn chunk counts into pre-token counts, running the pattern once per distinct chunk.
+
+    `chunk_counts` is emptied as it is read, so that each chunk's memory can hold the pre-tokens
+    that follow rather than both tables being whole at once.
+    """
     if not pretokenizer.boundary:  # count_chunks counted pre-tokens already
-        return dict(chunk_counts)
+        counts = dict(chunk_counts)
+        chunk_counts.clear()
+        return counts
     counts: dict[str, int] = {}
     get = counts.get
     split = pretokenizer.chunk_pretokens
-    for chunk, n in chunk_counts.items():
+    pop = chunk_counts.popitem
+    for _ in range(len(chunk_counts)):
+        chunk, n = pop()
         for piece in split(chunk):
             counts[piece] = get(piece, 0) + n
     return counts

@@ -58,7 +58,9 @@ def _corpus(rng: random.Random) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
-def test_count_pretokens_equals_a_direct_count(tmp_path, seed, pattern):
+@pytest.mark.parametrize("pending_limit", [0, 64 << 20])  # 0: tables added up as they come
+def test_count_pretokens_equals_a_direct_count(tmp_path, monkeypatch, seed, pattern, pending_limit):
+    monkeypatch.setattr(counting, "_PENDING_LIMIT", pending_limit)
     rng = random.Random(seed)
     docs = _corpus(rng)
     path = tmp_path / "corpus.txt"
