@@ -20,6 +20,7 @@ from cs336_basics import patterns
 _WS_BOUNDARY = patterns.get("gpt2").safe_cut_bytes
 
 SEARCH_WINDOW = 1 << 16
+FIRST_WINDOW = 1 << 10
 
 
 def _safe_cuts_in(
@@ -56,10 +57,12 @@ def find_safe_cut(
     f.seek(0, os.SEEK_END)
     size = f.tell()
     pos = max(target, 1)
+    span = min(FIRST_WINDOW, SEARCH_WINDOW)  # most cuts are a few bytes away: look near first
     while pos < stop:
         start = max(pos - margin, 0)
         f.seek(start)
-        window = f.read(SEARCH_WINDOW + 2 * margin)
+        window = f.read(span + 2 * margin)
+        span = SEARCH_WINDOW
         at_eof = start + len(window) >= size
         # A candidate needs `margin` bytes after it in the window, to see any special token spanning it.
         limit = len(window) if at_eof else len(window) - margin

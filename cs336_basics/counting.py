@@ -24,9 +24,9 @@ from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_toke
 _progress = None  # a shared counter of bytes read, set in each local worker process
 
 # Bytes of text counted at a time. All the chunks of a block are alive at once, and each is a str
-# of about 60 bytes for 10 bytes of text, so a block of 4 MiB costs a worker some 30 MiB more
-# (through freed memory the allocator keeps) than one of 1 MiB, for no gain in speed.
-COUNT_BLOCK_SIZE = 1 << 20
+# of about 60 bytes for 10 bytes of text, so a block of 4 MiB costs a worker some 35 MiB more
+# (through freed memory the allocator keeps) than one of 256 KiB, for no gain in speed.
+COUNT_BLOCK_SIZE = 1 << 18
 
 # Separates the pre-tokens of a packed table: the byte 0xFF never occurs in UTF-8.
 _SEPARATOR = b"\xff"

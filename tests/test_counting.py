@@ -9,7 +9,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import counting, patterns, sources
+from cs336_basics import corpus, counting, patterns, sources
+from tests.common import OVERLAP_PIECES
+from tests.test_train_bpe import check_find_safe_cut
 
 EOT = "<|endoftext|>"
 
@@ -75,3 +77,23 @@ def test_count_pretokens_equals_a_direct_count(tmp_path, monkeypatch, seed, patt
             units, num_workers=workers, task_size=piece_size, block_size=rng.choice([1, 5, 64, 1 << 20])
         )
         assert counts == dict(expected), (workers, piece_size)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([[], ["<|endoftext|>"], ["<a b>", "b>"], ["<<x>>", "<x>>"]]),
+    st.sampled_from([1, 2, 5, 64]),
+    st.sampled_from([1, 3, 7, 1 << 16]),
+    st.data(),
+)
+def test_find_safe_cut_looks_near_first_then_further(specials, first_window, window, data):
+    # Blocks are small, so the cut after each is searched in a small window first: any pair of
+    # window sizes finds the first safe cut (check_find_safe_cut sets SEARCH_WINDOW to `window`).
+    pieces = st.sampled_from(OVERLAP_PIECES + ["é", "ab cd", "<a"] + specials * 3)
+    text = "".join(data.draw(st.lists(pieces, max_size=30))).encode()
+    old = corpus.FIRST_WINDOW
+    corpus.FIRST_WINDOW = first_window
+    try:
+        check_find_safe_cut(text, specials, window)
+    finally:
+        corpus.FIRST_WINDOW = old
