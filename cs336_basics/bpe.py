@@ -118,20 +118,25 @@ def train_bpe(
             task_size=piece_size,
             on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
         )
+    distinct = len(word_counts)
+    wanted = stats is not None or merge_log is not None
+    corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
     counted = time.perf_counter()
 
     num_merges = vocab_size - 256 - len(special_tokens)
     steps: list[tuple[int, int]] | None = [] if merge_log is not None else None
+    # train_merges is given the only reference to the counts, so it can free them once it has
+    # copied them into its own form (the process it forks would otherwise hold them too).
+    handed_over = [word_counts]
+    del word_counts
     with _progress_bar(progress, total=num_merges, unit="merge", desc="merging") as bar:
         merges = train_merges(
-            word_counts,
+            handed_over.pop(),
             num_merges,
-            num_shards=workers if len(word_counts) >= _PARALLEL_MIN_WORDS else 1,
+            num_shards=workers if distinct >= _PARALLEL_MIN_WORDS else 1,
             on_merge=(lambda k: bar.update(1)) if bar else None,
             merge_log=steps,
         )
-    wanted = stats is not None or merge_log is not None
-    corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
     if merge_log is not None:
         tokens = corpus_bytes
         for count, shrink in steps:
@@ -141,7 +146,7 @@ def train_bpe(
         stats.update(
             count_seconds=counted - started,
             merge_seconds=time.perf_counter() - counted,
-            distinct_pretokens=len(word_counts),
+            distinct_pretokens=distinct,
             pretoken_bytes=corpus_bytes,
             input_bytes=size,
             num_workers=workers,

@@ -97,3 +97,25 @@ def test_find_safe_cut_looks_near_first_then_further(specials, first_window, win
         check_find_safe_cut(text, specials, window)
     finally:
         corpus.FIRST_WINDOW = old
+
+
+def test_train_bpe_hands_the_counts_over_to_the_merge_loop(tmp_path, monkeypatch):
+    # train_merges may free the counts once it has its own copy: nothing else may hold them.
+    import sys
+
+    from cs336_basics import bpe
+
+    seen = {}
+    real = bpe.train_merges
+
+    def spy(word_counts, *args, **kwargs):
+        seen["refs"] = sys.getrefcount(word_counts)  # this frame's name and getrefcount's argument
+        return real(word_counts, *args, **kwargs)
+
+    monkeypatch.setattr(bpe, "train_merges", spy)
+    path = tmp_path / "corpus.txt"
+    path.write_text("the cat sat on the mat" * 20)
+    stats: dict = {}
+    bpe.train_bpe(path, 270, [], stats=stats)
+    assert seen["refs"] == 2
+    assert stats["distinct_pretokens"] == 7  # " matthe" where the repeats meet
