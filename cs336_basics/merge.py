@@ -60,6 +60,7 @@ def train_merges(
         if len(word) > 1 and n > 0:
             words.append(word.decode("latin-1"))
             counts.append(n)
+    del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
 
     num_shards = max(1, min(num_shards, len(words)))
     gc_was_enabled = gc.isenabled()
@@ -261,14 +262,15 @@ class _Shard:
 
     Words of up to `_LONG` tokens are strings indexed by `where`: a word is listed under a pair once
     per occurrence when the pair appears, and stays listed when a merge takes the pair apart; merge
-    skips such stale entries and repeats, since the first visit merges every occurrence. Longer
-    words are `_LongWord`s indexed by `long_where`.
+    skips such stale entries and repeats, since the first visit merges every occurrence. An entry
+    is a tuple of word numbers, or one bare number (see `_compact`). Longer words are `_LongWord`s
+    indexed by `long_where`.
     """
 
     def __init__(self, words: list[str], counts: list[int]):
         self.words = words
         self.counts = counts
-        self.where: dict[str, list[int]] = defaultdict(list)
+        self.where: dict[str, int | tuple[int, ...]] = {}
         self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > _LONG}
         for i in self.long_words:
             words[i] = ""
@@ -276,12 +278,14 @@ class _Shard:
 
     def count_pairs(self) -> dict[str, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count)."""
-        words, counts, where = self.words, self.counts, self.where
+        words, counts = self.words, self.counts
+        where: dict[str, list[int]] = defaultdict(list)
         for i, word in enumerate(words):
             for pair in map(str.__add__, word, word[1:]):
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
         count_of = counts.__getitem__
         pair_counts = {pair: sum(map(count_of, ids)) for pair, ids in where.items()}
+        self.where = {pair: _compact(ids) for pair, ids in where.items()}
         for i, long_word in self.long_words.items():
             n = counts[i]
             for pair, positions in long_word.sites.items():
@@ -309,7 +313,8 @@ class _Shard:
         rights: dict[str, list[int]] = defaultdict(list)
         adjacent: list[int] = []
         starts: list[int] = []
-        for i in self.where.pop(pair, ()):
+        ids = self.where.pop(pair, ())
+        for i in (ids,) if ids.__class__ is int else ids:
             word = words[i]
             head, found, tail = word.partition(pair)
             if not found:  # a stale index entry
@@ -350,19 +355,19 @@ class _Shard:
             change[x + a] -= n
             gained = x + new
             change[gained] = n
-            where[gained] = ids
+            where[gained] = ids[0] if len(ids) == 1 else tuple(ids)  # see _compact
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
             change[b + y] -= n
             gained = new + y
             change[gained] = n
-            where[gained] = ids
+            where[gained] = ids[0] if len(ids) == 1 else tuple(ids)  # see _compact
         if adjacent:
             n = sum(map(count_of, adjacent))
             shrink += n
             change[b + a] -= n
             change[new + new] = n
-            where[new + new] = adjacent
+            where[new + new] = _compact(adjacent)
         for i in self.long_where.pop(pair, ()):
             gained_pairs, made = self.long_words[i].merge(pair, new, self.counts[i], change)
             shrink += self.counts[i] * made
@@ -370,6 +375,11 @@ class _Shard:
                 self.long_where[p].append(i)
         change.pop(pair, None)
         return change, shrink
+
+
+def _compact(ids: list[int]) -> int | tuple[int, ...]:
+    """An index entry in its smallest form: most new pairs are in one word, kept as a bare number."""
+    return ids[0] if len(ids) == 1 else tuple(ids)
 
 
 def _serve_shard(conn, words: list[str], counts: list[int]) -> None:
