@@ -19,11 +19,13 @@ How it stays fast in pure Python:
 
 import gc
 import heapq
+import os
+import subprocess
+import sys
 from array import array
 from collections import defaultdict
 from collections.abc import Callable
-
-from cs336_basics.executors import process_context
+from multiprocessing.connection import Connection
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -53,22 +55,23 @@ def train_merges(
     tokens the corpus shrank. They differ only where occurrences overlap: `aaa` holds `(a, a)` twice
     but merges it once.
     """
-    # Pre-tokens as strings of token-id characters; single tokens can never merge.
-    words: list[str] = []
-    counts: list[int] = []
-    for word, n in word_counts.items():
-        if len(word) > 1 and n > 0:
-            words.append(word.decode("latin-1"))
-            counts.append(n)
-    del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
-
-    num_shards = max(1, min(num_shards, len(words)))
+    num_shards = max(1, min(num_shards, len(word_counts))) if os.name == "posix" else 1
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
     remotes: list[_RemoteShard] = []
     try:
-        for k in range(1, num_shards):
-            remotes.append(_RemoteShard(words[k::num_shards], counts[k::num_shards]))
+        # The other processes start first, so that their interpreters load while this one copies.
+        remotes = [_RemoteShard() for _ in range(1, num_shards)]
+        # Pre-tokens as strings of token-id characters; single tokens can never merge.
+        words: list[str] = []
+        counts: list[int] = []
+        for word, n in word_counts.items():
+            if len(word) > 1 and n > 0:
+                words.append(word.decode("latin-1"))
+                counts.append(n)
+        del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
+        for k, remote in enumerate(remotes, start=1):
+            remote.start(words[k::num_shards], counts[k::num_shards], _LONG)
         local = _Shard(words[::num_shards], counts[::num_shards])
         del words, counts
         pair_counts = local.count_pairs()
@@ -267,11 +270,12 @@ class _Shard:
     indexed by `long_where`.
     """
 
-    def __init__(self, words: list[str], counts: list[int]):
+    def __init__(self, words: list[str], counts: list[int], long: int | None = None):
         self.words = words
         self.counts = counts
         self.where: dict[str, int | tuple[int, ...]] = {}
-        self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > _LONG}
+        long = _LONG if long is None else long
+        self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > long}
         for i in self.long_words:
             words[i] = ""
         self.long_where: dict[str, list[int]] = defaultdict(list)
@@ -382,44 +386,75 @@ def _compact(ids: list[int]) -> int | tuple[int, ...]:
     return ids[0] if len(ids) == 1 else tuple(ids)
 
 
-def _serve_shard(conn, words: list[str], counts: list[int]) -> None:
-    """The loop of a shard's process: send the pair counts, then answer each merge with changes."""
+# The function a shard process runs, as "module:function"; given the two ends of its pipes.
+_SHARD_SERVER = "cs336_basics.merge:_serve_shard"
+
+
+def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
+    """The loop of a shard's process: take the words, send the pair counts, then answer each merge
+    with its changes, until told to stop (None) or the other end closes."""
+    inbox, outbox = Connection(inbox_fd, writable=False), Connection(outbox_fd, readable=False)
     gc.disable()
-    shard = _Shard(words, counts)
-    del words, counts
-    conn.send(shard.count_pairs())
-    while (message := conn.recv()) is not None:
-        conn.send(shard.merge(*message))
+    try:
+        shard = _Shard(*inbox.recv())
+        outbox.send(shard.count_pairs())
+        while (message := inbox.recv()) is not None:
+            outbox.send(shard.merge(*message))
+    except EOFError:  # the process running the loop is gone
+        pass
 
 
 class _RemoteShard:
-    """A shard in a child process, driven through a pipe."""
+    """A shard in a process of its own, driven through two pipes.
 
-    def __init__(self, words: list[str], counts: list[int]):
-        ctx = process_context()
-        self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(target=_serve_shard, args=(child_conn, words, counts), daemon=True)
-        self.process.start()
-        child_conn.close()
+    The process is a fresh interpreter that imports only this module (not a fork, which would hold
+    a copy of everything this process has), and it receives nothing but its own words.
+    """
+
+    def __init__(self):
+        inbox_r, inbox_w = os.pipe()  # to the shard
+        outbox_r, outbox_w = os.pipe()  # from the shard
+        module, function = _SHARD_SERVER.split(":")
+        code = f"import sys; from {module} import {function}; {function}(int(sys.argv[1]), int(sys.argv[2]))"
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where cs336_basics is
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", code, str(inbox_r), str(outbox_w)], pass_fds=(inbox_r, outbox_w), env=env
+            )
+        finally:
+            os.close(inbox_r)
+            os.close(outbox_w)
+        self.inbox = Connection(inbox_w, readable=False)
+        self.outbox = Connection(outbox_r, writable=False)
+
+    def start(self, words: list[str], counts: list[int], long: int) -> None:
+        """Give the shard its words; it answers with their pair counts (see `receive`)."""
+        self._send((words, counts, long))
 
     def send_merge(self, pair: str, new: str) -> None:
-        self.conn.send((pair, new))
+        self._send((pair, new))
+
+    def _send(self, message) -> None:
+        try:
+            self.inbox.send(message)
+        except OSError:  # a broken pipe: the shard is gone, and receive says how
+            pass
 
     def receive(self):
         """The shard's next answer: its pair counts first, then `(changes, shrink)` for each merge."""
         try:
-            return self.conn.recv()
+            return self.outbox.recv()
         except EOFError:
-            self.process.join(timeout=5)  # the pipe closes a moment before the exit code is known
-            raise RuntimeError(f"merge worker process {self.process.pid} died (exit code {self.process.exitcode})") from None
+            code = self.process.wait()
+            raise RuntimeError(f"merge worker process {self.process.pid} died (exit code {code})") from None
 
     def close(self) -> None:
+        self._send(None)
         try:
-            self.conn.send(None)
-        except OSError:
-            pass
-        self.process.join(timeout=5)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join()
-        self.conn.close()
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.inbox.close()
+        self.outbox.close()

@@ -302,9 +302,9 @@ def test_sharded_training_through_train_bpe(tmp_path, monkeypatch, workers):
     started = []
 
     class CountedShard(merge._RemoteShard):
-        def __init__(self, words, counts):
+        def start(self, words, counts, long):
             started.append(len(words))
-            super().__init__(words, counts)
+            super().start(words, counts, long)
 
     monkeypatch.setattr(cs336_basics.bpe, "_PARALLEL_MIN_WORDS", 1)
     monkeypatch.setattr(merge, "_RemoteShard", CountedShard)
@@ -320,42 +320,16 @@ def _child_pids() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def _dying_shard(after_merges: int, how: str):
-    """A stand-in for merge._serve_shard that serves `after_merges` merges, then dies."""
-    from cs336_basics import merge
-
-    real = merge._serve_shard
-
-    def serve(conn, words, counts):
-        import os
-
-        served = 0
-        original_recv = conn.recv
-
-        def recv():
-            nonlocal served
-            message = original_recv()
-            if message is not None:
-                served += 1
-                if served > after_merges:
-                    if how == "exit":
-                        os._exit(7)
-                    raise MemoryError("a worker ran out of memory")
-            return message
-
-        conn.recv = recv
-        real(conn, words, counts)
-
-    return serve
-
-
 @pytest.mark.parametrize("after_merges, how, code", [(0, "exit", 7), (5, "exit", 7), (3, "raise", 1)])
 def test_a_dying_merge_worker_is_a_clear_error(monkeypatch, after_merges, how, code):
     from cs336_basics import merge
 
     counts = {w.encode(): n for n, w in enumerate(["hello", "world", "yellow", "mellow", "low", "owl"] * 3, start=1)}
     before = _child_pids()
-    monkeypatch.setattr(merge, "_serve_shard", _dying_shard(after_merges, how))
+    # The shard processes run tests/dying_shard.py, which answers `after_merges` merges, then dies.
+    monkeypatch.setattr(merge, "_SHARD_SERVER", "tests.dying_shard:serve")
+    monkeypatch.setenv("DYING_SHARD_AFTER", str(after_merges))
+    monkeypatch.setenv("DYING_SHARD_HOW", how)
     started = time.perf_counter()
     with pytest.raises(RuntimeError, match=rf"merge worker process \d+ died \(exit code {code}\)"):
         train_merges(counts, 50, num_shards=3)
