@@ -289,7 +289,9 @@ class _Shard:
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
         count_of = counts.__getitem__
         pair_counts = {pair: sum(map(count_of, ids)) for pair, ids in where.items()}
-        self.where = {pair: _compact(ids) for pair, ids in where.items()}
+        compact = self.where
+        for pair in list(where):  # each list is freed as soon as it is copied
+            compact[pair] = _compact(where.pop(pair))
         for i, long_word in self.long_words.items():
             n = counts[i]
             for pair, positions in long_word.sites.items():
