@@ -130,9 +130,9 @@ class _PairQueue:
 
     Most pairs never come near the top, so pairs counted below `floor` (a power of two) wait in
     buckets by their count's bit length instead of taking heap pushes. A pair's count only rises
-    when the pair is new, so a waiting pair is never under-filed; when the heap's best falls below
-    the floor, the floor halves and the bucket just under it moves into the heap. The best entry is
-    taken only when it is at least the floor, hence at least every waiting pair.
+    when the pair is new, so a waiting pair is never under-filed; when the heap runs empty, the
+    floor halves and the bucket just under it moves into the heap. An entry enters the heap only at
+    or above the floor, which never rises, so a current entry is at least every waiting pair.
     """
 
     def __init__(self, counts: dict[str, int], token_key: list[str]):
@@ -171,14 +171,12 @@ class _PairQueue:
         """Remove and return the most frequent pair and its count, or None when no pair is left."""
         heap, counts = self.heap, self.counts
         while True:
-            if not heap or -heap[0][0] < self.floor:
+            if not heap:
                 if self.floor == 1:
-                    if not heap:
-                        return None
-                else:
-                    self.floor //= 2
-                    self.file(self.waiting.pop(self.floor.bit_length(), []))
-                    continue
+                    return None
+                self.floor //= 2
+                self.file(self.waiting.pop(self.floor.bit_length(), []))
+                continue
             neg_count, _, pair = heapq.heappop(heap)
             current = counts.get(pair, 0)
             if current == -neg_count:

@@ -431,3 +431,47 @@ def test_train_merges_reports_each_merge_restores_gc_and_starts_no_process(monke
     merges = train_merges({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 6, on_merge=done.append)
     assert gc.isenabled()
     assert done == [1, 2, 3, 4, 5, 6] and len(merges) == 6
+
+
+# --- the pair queue: the most frequent pair, ties to the greatest bytes, against a plain max --------
+
+_QUEUE_TOKENS = [b"a", b"b", b"ab", b"ba", b"aab", b"\xff", b"\xff\x00", b"", b"\x00"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_pair_queue_pops_what_a_plain_max_would(data):
+    # The queue keeps most pairs out of its heap (below a floor that halves as counts fall) and
+    # files stale entries again; a plain max over the counts is the oracle. Counts may only rise
+    # for pairs that are absent (as in the merge loop, where only new pairs gain).
+    from cs336_basics.merge import _PairQueue
+
+    tokens = _QUEUE_TOKENS[:-2] + [bytes([i]) for i in range(256)]  # distinct byte strings
+    chars = [chr(i) for i in range(len(tokens))]
+    token_key = [_reversed_order_key(t) for t in tokens]
+    pair = st.tuples(st.sampled_from(chars), st.sampled_from(chars)).map("".join)
+    counts = data.draw(st.dictionaries(pair, st.integers(1, 5000), max_size=30))
+    queue = _PairQueue(dict(counts), token_key)
+
+    def oracle_best():
+        live = [(n, tokens[ord(p[0])], tokens[ord(p[1])], p) for p, n in counts.items() if n > 0]
+        return max(live)[3] if live else None
+
+    for _ in range(data.draw(st.integers(1, 40))):
+        expected = oracle_best()
+        got = queue.pop_best()
+        assert (got and got[0]) == expected
+        if got is None:
+            break
+        assert got[1] == counts.pop(expected)
+        change: dict[str, int] = {}
+        for p in data.draw(st.lists(st.sampled_from(sorted(counts)), max_size=5)) if counts else []:
+            change[p] = change.get(p, 0) - data.draw(st.integers(0, counts[p] + change.get(p, 0)))
+        for p in data.draw(st.lists(pair, max_size=5)):
+            if counts.get(p, 0) == 0 and p not in change:
+                change[p] = data.draw(st.integers(1, 6000))
+        gained = queue.apply(change)
+        assert sorted(gained) == sorted(p for p, d in change.items() if d > 0)
+        for p, d in change.items():
+            counts[p] = counts.get(p, 0) + d
+        queue.file(gained)
