@@ -420,6 +420,8 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
             outbox.send(shard.merge(*message))
     except EOFError:  # the process running the loop is gone
         pass
+    outbox.close()
+    os._exit(0)  # at once: freeing millions of objects one by one would keep the caller waiting
 
 
 class _RemoteShard:
