@@ -17,11 +17,11 @@ import concurrent.futures
 import contextlib
 import os
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
 
 from cs336_basics import counting, executors, gpt2_files, patterns, sources
-from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table
+from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.merge import train_merges
 from cs336_basics.pretokenize import special_token_regex, validate_special_tokens
 from cs336_basics.surrogates import fix_surrogates
@@ -192,6 +192,7 @@ class Tokenizer:
         self._pretokenizer = patterns.get(pattern)
         self.pattern: str = self._pretokenizer.name  # canonical: "gpt2", "cl100k", "o200k", "none" or the regex
         self.special_tokens = validate_special_tokens(special_tokens)
+        self.cache_size = cache_size
         self.vocab = _checked_vocab(vocab)
         self.merges = _checked_merges(merges)
         ids = {token: token_id for token_id, token in self.vocab.items()}
@@ -212,8 +213,12 @@ class Tokenizer:
         for token_id, token in self.vocab.items():
             self._decoder[token_id] = token
         pretokenizer = self._pretokenizer
+        # Ids travel packed in bytes (2 or 4 per id) from the cache to the output.
+        self._id_typecode, codec = id_packing(next_id - 1)
+        self.packed_dtype: str = "=u2" if self._id_typecode == "H" else "=u4"  # see encode_packed
         self._cache = EncodeCache(
-            self._table, cache_size, split=pretokenizer.chunk_pretokens if pretokenizer.boundary else None
+            self._table, cache_size, pretokenizer=pretokenizer,
+            codec=codec, fixed={token: chr(i).encode(codec, "surrogatepass") for token, i in self._special_ids.items()},
         )
         self._split = pretokenizer.chunks if pretokenizer.boundary else pretokenizer.pretokens
 
@@ -291,9 +296,6 @@ class Tokenizer:
 
         save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
 
-    def _encode_ordinary(self, text: str, out: list[int]) -> None:
-        out.extend(chain.from_iterable(map(self._cache.__getitem__, self._split(text))))
-
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids. As in tiktoken, a
         surrogate pair in `text` counts as the character it stands for and a lone surrogate as U+FFFD.
@@ -307,17 +309,28 @@ class Tokenizer:
 
     def _encode_valid(self, text: str) -> list[int]:
         """`encode` of text that holds no surrogates."""
-        out: list[int] = []
+        return array(self._id_typecode, self._encode_packed(text)).tolist()
+
+    def encode_packed(self, text: str) -> bytes:
+        """The ids of `encode(text)` packed as native unsigned ints of `packed_dtype` (16 bits when
+        every id fits, else 32): `numpy.frombuffer(data, tokenizer.packed_dtype)` reads them."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode_packed takes a str, got {type(text).__name__}")
+        return self._encode_packed(fix_surrogates(text))
+
+    def _encode_packed(self, text: str) -> bytes:
+        """The ids of text that holds no surrogates, packed as `id_packing` says: the chunks of all
+        its documents and its special tokens (the cache knows their ids) go to the cache at once."""
         if self._special_re is None:
-            self._encode_ordinary(text, out)
-            return out
-        parts = self._special_re.split(text)
-        for i, part in enumerate(parts):
+            return self._cache.encode(self._split(text))
+        chunks: list[str] = []
+        split = self._split
+        for i, part in enumerate(self._special_re.split(text)):
             if i % 2:
-                out.append(self._special_ids[part])
+                chunks.append(part)
             elif part:
-                self._encode_ordinary(part, out)
-        return out
+                chunks += split(part)
+        return self._cache.encode(chunks)
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Yield the ids of `"".join(iterable)`, holding only about one piece of text at a time.

@@ -18,12 +18,14 @@ the next occurrence of the same pair.
 """
 
 import heapq
+import sys
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import accumulate, chain, compress, count, repeat
+from operator import itemgetter, not_
 
-from cs336_basics.pretokenize import pretokenize_chunk
+from cs336_basics.patterns import Pretokenizer
 
 _NO_RANK = 1 << 62
 
@@ -78,9 +80,13 @@ _SHORT = 64
 
 def bpe(piece: bytes, table: MergeTable) -> tuple[int, ...]:
     """The token ids of one pre-token: merge the leftmost lowest-ranked pair until none is left."""
-    word = piece.decode("latin-1").translate(table.byte_chars)
+    return tuple(map(ord, merge_chars(piece.decode("latin-1").translate(table.byte_chars), table)))
+
+
+def merge_chars(word: str, table: MergeTable) -> str:
+    """`bpe` in id-character form: the pre-token's bytes as tokens `chr(id)` in, its tokens out."""
     if len(word) < 2:
-        return tuple(map(ord, word))
+        return word
     rank_of = table.pair_rank.get
     merged = table.merged
     if len(word) > _SHORT:
@@ -96,7 +102,7 @@ def bpe(piece: bytes, table: MergeTable) -> tuple[int, ...]:
             if (len(word) - len(shorter)) * 16 < len(word):
                 return _bpe_long(shorter, table)
             word = shorter
-        return tuple(map(ord, word))
+        return word
 
     tokens = list(word)
     ranks = list(map(rank_of, map(str.__add__, word, word[1:]), repeat(_NO_RANK)))
@@ -113,11 +119,11 @@ def bpe(piece: bytes, table: MergeTable) -> tuple[int, ...]:
             ranks[i] = rank_of(new + tokens[i + 1], _NO_RANK)
         if i:
             ranks[i - 1] = rank_of(tokens[i - 1] + new, _NO_RANK)
-    return tuple(map(ord, tokens))
+    return "".join(tokens)
 
 
-def _bpe_long(word: str, table: MergeTable) -> tuple[int, ...]:
-    """`bpe` on a long sequence of id-characters, in near-linear time (see the module docstring)."""
+def _bpe_long(word: str, table: MergeTable) -> str:
+    """`merge_chars` on a long sequence of id-characters, in near-linear time (see the module docstring)."""
     rank_of = table.pair_rank.get
     merged = table.merged
     n = len(word)
@@ -163,15 +169,34 @@ def _bpe_long(word: str, table: MergeTable) -> tuple[int, ...]:
                 elif (r := rank_of(q)) is not None:
                     sites[q] = [p]
                     push(ranks, r)
-    return tuple(ord(t) for t in tokens if t is not None)
+    return "".join(t for t in tokens if t is not None)
+
+
+def id_packing(max_id: int) -> tuple[str, str]:
+    """How ids up to `max_id` are packed into bytes: (the `array` typecode, the codec that packs a
+    str of id-characters the same way). Unsigned 16-bit native ints when every id fits, else 32-bit.
+
+    With "surrogatepass", UTF-16 writes each character below 0x10000 as its own 16-bit unit (also
+    0xD800-0xDFFF, which ids may be), and UTF-32 each character as one 32-bit unit.
+    """
+    order = "le" if sys.byteorder == "little" else "be"
+    if max_id < 0x10000:
+        return "H", f"utf-16-{order}"
+    return ("I" if array("I").itemsize == 4 else "L"), f"utf-32-{order}"
+
+
+# Missing chunks are computed in batches of at most this many.
+_BATCH = 1 << 14
 
 
 class EncodeCache(dict):
-    """Chunk or pre-token -> token ids; a missing entry is computed, then kept.
+    """Chunk or pre-token -> its token ids, packed as bytes (see `id_packing`); what is missing is
+    computed in batches by `encode`, then kept.
 
-    A chunk (see `patterns`) of one pre-token goes straight to `bpe`; a longer one is cut into
-    pre-tokens by `split`, each looked up here too (a pre-token alone is a chunk of one pre-token).
-    With `split=None` every key is a pre-token.
+    With a `pretokenizer` that has safe boundaries (see `patterns`), keys are its chunks, cut into
+    pre-tokens that are looked up here too (a chunk of one pre-token is its own pre-token); without
+    one, every key is a pre-token. `fixed` holds keys with given values that are never stored (the
+    special tokens).
     Memory stays bounded: when `max_entries` are held, they become the *old* generation and a new
     one starts; an entry found in the old generation moves to the new one, so what text uses
     often survives, and what it stopped using is dropped a generation later. Keys longer than
@@ -183,26 +208,133 @@ class EncodeCache(dict):
         table: MergeTable,
         max_entries: int,
         max_key_length: int = 64,
-        split: Callable[[str], list[str]] | None = pretokenize_chunk,
+        *,
+        pretokenizer: Pretokenizer | None = None,
+        codec: str = "utf-32-le" if sys.byteorder == "little" else "utf-32-be",
+        fixed: dict[str, bytes] | None = None,
     ):
         super().__init__()
-        self._split = split
         self._table = table
-        self._old: dict[str, tuple[int, ...]] = {}
+        self._pretokenizer = pretokenizer if pretokenizer is not None and pretokenizer.boundary else None
+        self._codec = codec
+        self._fixed = dict(fixed or {})
+        self._old: dict[str, bytes] = {}
         self._max_entries = max_entries
         self._max_key_length = max_key_length
+        if self._pretokenizer is not None:
+            self._junctions = _Junctions(self._pretokenizer)
 
-    def __missing__(self, chunk: str) -> tuple[int, ...]:
-        ids = self._old.get(chunk)
-        if ids is None:
-            pieces = self._split(chunk) if self._split is not None else None
-            if pieces is None or len(pieces) == 1:
-                ids = bpe(chunk.encode("utf-8"), self._table)
+    def encode(self, chunks: list[str]) -> bytes:
+        """The packed ids of the chunks, one after the other.
+
+        Every chunk is looked up at once (in C); the distinct ones missing are then computed
+        together, each once, whatever the number of times they occur.
+        """
+        values = list(map(self.get, chunks))
+        if all(values):  # values are never empty: a chunk holds at least one token
+            return b"".join(values)
+        found = dict.fromkeys(compress(chunks, map(not_, values)))
+        self._compute(found)
+        if len(found) * 16 < len(values):  # a few: patch them in place
+            for i in compress(count(), map(not_, values)):
+                values[i] = found[chunks[i]]
+            return b"".join(values)
+        return b"".join(map(found.get, chunks, values))
+
+    def _compute(self, found: dict[str, bytes | None]) -> None:
+        """Fill in `found`, chunks missing from the new generation, and keep what is computed."""
+        old = self._old
+        if old:
+            for chunk in found.keys() & old.keys():
+                found[chunk] = old[chunk]
+                self._keep(chunk, found[chunk])
+        for token in found.keys() & self._fixed.keys():
+            found[token] = self._fixed[token]
+        todo = [chunk for chunk, value in found.items() if value is None]
+        for start in range(0, len(todo), _BATCH):  # bounded batches hold bounded memory
+            self._compute_batch(todo[start : start + _BATCH], found)
+
+    def _compute_batch(self, todo: list[str], found: dict[str, bytes | None]) -> None:
+        """Compute the packed ids of chunks found in neither generation, into `found`; keep them."""
+        # Cut the chunks into pre-tokens: those that may follow one another (a safe boundary at
+        # each end) are joined, the ASCII ones and the others apart (the ASCII pattern is faster);
+        # the rest (first or last in a document) go one by one.
+        groups: list[tuple[list[str], list[str]]] = []  # (chunks, the pre-tokens of all of them)
+        pretokenizer = self._pretokenizer
+        if pretokenizer is None:
+            groups = [([chunk], [chunk]) for chunk in todo]
+        else:
+            split = pretokenizer.chunk_pretokens
+            joinable = list(map(self._junctions.__getitem__, map(str.__add__, map(itemgetter(-1), todo), map(itemgetter(0), todo))))
+            alone = list(compress(todo, map(not_, joinable)))
+            groups = [([chunk], split(chunk)) for chunk in alone]
+            joined = list(compress(todo, joinable))
+            ascii = list(map(str.isascii, joined))
+            for group in (list(compress(joined, ascii)), list(compress(joined, map(not_, ascii)))):
+                if group:
+                    groups.append((group, split("".join(group))))
+
+        # The pre-tokens' ids: from either generation, or by BPE.
+        ids = dict.fromkeys(chain.from_iterable(pieces for _, pieces in groups))
+        get, old_get = self.get, self._old.get
+        new = []
+        for piece in ids:
+            value = get(piece) or old_get(piece)
+            if value is None:
+                new.append(piece)
             else:
-                ids = tuple(chain.from_iterable(map(self.__getitem__, pieces)))
-        if len(chunk) <= self._max_key_length:
-            if len(self) >= self._max_entries:
+                ids[piece] = value
+        table, codec = self._table, self._codec
+        for piece in new:
+            ids[piece] = merge_chars(self._byte_chars(piece), table).encode(codec, "surrogatepass")
+        self._keep_all(ids)
+
+        # The chunks' ids. A group's chunks end where its pre-tokens end, so each chunk's ids
+        # are cut from the ids of all the group's pre-tokens at the matching offsets.
+        for chunks, pieces in groups:
+            values = list(map(ids.__getitem__, pieces))
+            if len(chunks) == 1:
+                found[chunks[0]] = b"".join(values)
+                continue
+            chunk_ends = set(accumulate(map(len, chunks)))
+            piece_ends = accumulate(map(len, pieces))
+            cuts = [0, *compress(accumulate(map(len, values)), map(chunk_ends.__contains__, piece_ends))]
+            assert len(cuts) == len(chunks) + 1, "a pre-token spans two chunks: not a safe boundary"
+            data = b"".join(values)
+            found.update(zip(chunks, map(data.__getitem__, map(slice, cuts, cuts[1:]))))
+        self._keep_all(dict(zip(todo, map(found.__getitem__, todo))))
+
+    def _keep(self, key: str, value: bytes) -> None:
+        if len(key) <= self._max_key_length:
+            if len(self) >= self._max_entries and key not in self:
                 self._old = dict(self)
                 self.clear()
-            self[chunk] = ids
-        return ids
+            self[key] = value
+
+    def _keep_all(self, entries: dict[str, bytes]) -> None:
+        if len(self) + len(entries) <= self._max_entries:  # no new generation: all at once, in C
+            self.update(entries)
+            limit = self._max_key_length
+            for key in list(compress(entries, map(limit.__lt__, map(len, entries)))):
+                del self[key]
+        else:
+            for key, value in entries.items():
+                self._keep(key, value)
+
+    def _byte_chars(self, piece: str) -> str:
+        """A pre-token's bytes as the id-characters of the byte tokens."""
+        word = piece if piece.isascii() else piece.encode("utf-8").decode("latin-1")
+        return word.translate(self._table.byte_chars)
+
+
+class _Junctions(dict):
+    """Two characters (a chunk's last and its first) -> whether a safe boundary of the pattern
+    lies between them, i.e. whether such chunks can be joined and cut into pre-tokens together."""
+
+    def __init__(self, pretokenizer: Pretokenizer):
+        super().__init__()
+        self._boundary = pretokenizer.last_boundary
+
+    def __missing__(self, pair: str) -> bool:
+        self[pair] = joinable = self._boundary.match(pair) is not None
+        return joinable

@@ -64,21 +64,24 @@ def encode_unit(tokenizer, unit: sources.WorkUnit, dtype: str) -> tuple[int, boo
     Records are joined with the first special token; a separator before the unit, if one is
     needed, is the caller's to write (see `encode_files`).
     """
-    separator = tokenizer.encode(tokenizer.special_tokens[0]) if tokenizer.special_tokens else []
-    ids: list[int] = []
+    separator = tokenizer.encode_packed(tokenizer.special_tokens[0]) if tokenizer.special_tokens else b""
+    ids: list[bytes] = []
     consumed = 0
     documents = 0
     for n, text, starts_document in sources.read_unit(unit):
         consumed += n
         if starts_document:
             if documents:
-                ids.extend(separator)
+                ids.append(separator)
             documents += 1
         elif text and not documents:
             documents = 1
         if text:
-            ids.extend(tokenizer.encode(text))
-    return consumed, documents > 0, np.array(ids, dtype=dtype).tobytes()
+            ids.append(tokenizer.encode_packed(text))
+    data = b"".join(ids)
+    if np.dtype(dtype) != np.dtype(tokenizer.packed_dtype):
+        data = np.frombuffer(data, dtype=tokenizer.packed_dtype).astype(dtype).tobytes()
+    return consumed, documents > 0, data
 
 
 def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str):
@@ -90,6 +93,8 @@ def tokenizer_state(tokenizer) -> tuple[str, tuple]:
     worker turns into a tokenizer once and then finds by the digest. (Passing the class keeps this
     module from importing `bpe`, which imports it.)"""
     options = {"pattern": tokenizer.pattern} if hasattr(tokenizer, "pattern") else {}
+    if hasattr(tokenizer, "cache_size"):
+        options["cache_size"] = tokenizer.cache_size
     state = (type(tokenizer), tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, options)
     digest = hashlib.sha256(repr((sorted(tokenizer.vocab.items()), *state[2:])).encode()).hexdigest()
     return digest, state

@@ -156,7 +156,7 @@ def test_cache_keeps_what_is_used_and_drops_what_is_not(trained):
     assert set(cache) == {" dog", " the"}
     tokenizer.encode(" owl")  # full again: " cat", unused for a generation, is dropped
     assert set(cache) == {" owl"} and set(cache._old) == {" dog", " the"}
-    assert cache[" the"] == tuple(tokenizer.encode(" the"))
+    assert cache._old[" the"] == tokenizer.encode_packed(" the")  # the ids, packed
 
 
 # --- encode_iterable -------------------------------------------------------------------------------
