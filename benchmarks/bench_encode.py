@@ -27,7 +27,9 @@ pre-tokenize with that pattern instead: tiktoken gets its regex ("none" as `[\s\
 per document).
 
 With --file-workers 1,2 each run also times `Tokenizer.encode_file` (a fresh Tokenizer, the whole
-corpus into a temporary .npy) with that many worker processes, and checks its array too.
+corpus into a temporary .npy) with that many worker processes, and checks its array too. Add
+--file-only to time only encode_file against tiktoken (for large corpora, e.g. 128 MB with
+--file-workers 2: tiktoken's single thread is the anchor); the arrays are compared as NumPy arrays.
 
 Prints the median throughput (MB/s, MB = 10^6 bytes of UTF-8) of each, the ratios ours/tiktoken,
 and whether all our id lists equal tiktoken's. If they differ it prints the first differing
@@ -149,7 +151,10 @@ def main() -> None:
     parser.add_argument("--file-workers", default="", help="also time encode_file with these worker counts, e.g. 1,2")
     parser.add_argument("--encoding", choices=sorted(_RANK_URLS), help="a pretrained encoding instead of GPT-2's")
     parser.add_argument("--pattern", default="gpt2", help="GPT-2's ranks with this pattern: gpt2, cl100k, o200k, none or a regex")
+    parser.add_argument("--file-only", action="store_true", help="time only encode_file (see --file-workers) and tiktoken")
     args = parser.parse_args()
+    if args.file_only and not args.file_workers:
+        parser.error("--file-only needs --file-workers")
     if args.encoding and args.pattern != "gpt2":
         parser.error("--encoding brings its own pattern; give --encoding or --pattern, not both")
     file_workers = [int(w) for w in args.file_workers.split(",") if w]
@@ -183,6 +188,9 @@ def main() -> None:
     ours_seconds, fresh_seconds, tiktoken_seconds = [], [], []
     reference: list[int] | None = None  # tiktoken's ids
     mismatch: tuple[int, list[int]] | None = None  # first differing position and our ids there
+    if args.file_only:
+        file_only(args, theirs, make_ours, text, corpus_path, file_workers, num_bytes, scratch.name)
+        return
     for run in range(1, args.runs + 1):
         seconds, ours_ids = timed(ours.encode, text)
         ours_seconds.append(seconds)
@@ -231,6 +239,41 @@ def main() -> None:
     position, ids = mismatch
     print_difference(position, ids, reference, ours, text)
     sys.exit(1)
+
+
+def file_only(args, theirs, make_ours, text, corpus_path, file_workers, num_bytes, scratch) -> None:
+    """Time `encode_file` (a fresh Tokenizer each run) with each worker count against tiktoken's
+    one-thread `encode` of the same text, alternating; compare the arrays."""
+    file_seconds: dict[int, list[float]] = {w: [] for w in file_workers}
+    tiktoken_seconds: list[float] = []
+    identical = True
+    for run in range(1, args.runs + 1):
+        seconds, tiktoken_ids = timed(lambda t: theirs.encode(t, allowed_special="all"), text)
+        tiktoken_seconds.append(seconds)
+        reference = np.array(tiktoken_ids, dtype=np.uint32)
+        del tiktoken_ids
+        for workers in file_workers:
+            fresh = make_ours()
+            out = Path(scratch) / "ids.npy"
+            start = time.perf_counter()
+            fresh.encode_file(corpus_path, out, num_workers=workers)
+            file_seconds[workers].append(time.perf_counter() - start)
+            ours = np.load(out)
+            identical = identical and ours.shape == reference.shape and bool((ours == reference).all())
+            del ours
+        files = "".join(f", encode_file x{w} {s[-1]:.3f} s" for w, s in file_seconds.items())
+        print(f"run {run}/{args.runs}: tiktoken {tiktoken_seconds[-1]:.3f} s{files}", flush=True)
+        del reference
+    tiktoken_time = statistics.median(tiktoken_seconds)
+    print(f"\n{'encoder':<38} {'MB/s':>10} {'runs':>5} {'time / tiktoken':>16}")
+    rows = [*((f"ours, encode_file, {w} worker(s), cold", s) for w, s in file_seconds.items()),
+            ("tiktoken (1 thread)", tiktoken_seconds)]
+    for label, seconds in rows:
+        print(f"{label:<38} {mb_per_s(num_bytes, seconds)} {len(seconds):>5} {statistics.median(seconds) / tiktoken_time:16.3f}")
+    print("(MB/s and times are medians; time / tiktoken below 1 means ours is faster)")
+    print(f"\nids identical: {'yes' if identical else 'NO'}")
+    if not identical:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
