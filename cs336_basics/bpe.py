@@ -29,6 +29,8 @@ from cs336_basics.surrogates import fix_surrogates
 # Below these sizes one process is faster than starting workers.
 _PARALLEL_MIN_BYTES = 4 << 20
 _PARALLEL_MIN_WORDS = 20_000
+# `encode` hands the cache the chunks of whole documents until it holds this many.
+_CHUNKS_PER_CALL = 1 << 16
 
 
 def default_num_workers(file_size: int) -> int:
@@ -187,7 +189,7 @@ class Tokenizer:
         special_tokens: list[str] | None = None,
         *,
         pattern: str = "gpt2",
-        cache_size: int = 1 << 18,  # entries per cache generation (see EncodeCache)
+        cache_size: int = 1 << 20,  # entries per cache generation (see EncodeCache)
     ):
         self._pretokenizer = patterns.get(pattern)
         self.pattern: str = self._pretokenizer.name  # canonical: "gpt2", "cl100k", "o200k", "none" or the regex
@@ -319,10 +321,13 @@ class Tokenizer:
         return self._encode_packed(fix_surrogates(text))
 
     def _encode_packed(self, text: str) -> bytes:
-        """The ids of text that holds no surrogates, packed as `id_packing` says: the chunks of all
-        its documents and its special tokens (the cache knows their ids) go to the cache at once."""
+        """The ids of text that holds no surrogates, packed as `id_packing` says. The chunks of its
+        documents and its special tokens (the cache knows their ids) go to the cache together, a
+        few ten thousand at a time, so that few chunks are held at once."""
+        encode = self._cache.encode
         if self._special_re is None:
-            return self._cache.encode(self._split(text))
+            return encode(self._split(text))
+        out: list[bytes] = []
         chunks: list[str] = []
         split = self._split
         for i, part in enumerate(self._special_re.split(text)):
@@ -330,7 +335,11 @@ class Tokenizer:
                 chunks.append(part)
             elif part:
                 chunks += split(part)
-        return self._cache.encode(chunks)
+                if len(chunks) >= _CHUNKS_PER_CALL:
+                    out.append(encode(chunks))
+                    chunks = []
+        out.append(encode(chunks))
+        return b"".join(out)
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Yield the ids of `"".join(iterable)`, holding only about one piece of text at a time.

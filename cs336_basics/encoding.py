@@ -221,6 +221,7 @@ class EncodeCache(dict):
         self._old: dict[str, bytes] = {}
         self._max_entries = max_entries
         self._max_key_length = max_key_length
+        self._learned: dict[str, bytes] | None = None
         if self._pretokenizer is not None:
             self._junctions = _Junctions(self._pretokenizer)
 
@@ -288,6 +289,8 @@ class EncodeCache(dict):
         for piece in new:
             ids[piece] = merge_chars(self._byte_chars(piece), table).encode(codec, "surrogatepass")
         self._keep_all(ids)
+        if self._learned is not None:
+            self._learned.update(zip(new, map(ids.__getitem__, new)))
 
         # The chunks' ids. A group's chunks end where its pre-tokens end, so each chunk's ids
         # are cut from the ids of all the group's pre-tokens at the matching offsets.
@@ -302,7 +305,25 @@ class EncodeCache(dict):
             assert len(cuts) == len(chunks) + 1, "a pre-token spans two chunks: not a safe boundary"
             data = b"".join(values)
             found.update(zip(chunks, map(data.__getitem__, map(slice, cuts, cuts[1:]))))
-        self._keep_all(dict(zip(todo, map(found.__getitem__, todo))))
+        computed = dict(zip(todo, map(found.__getitem__, todo)))
+        self._keep_all(computed)
+        if self._learned is not None:
+            self._learned.update(computed)
+
+    def start_learning(self) -> None:
+        """From now on, also note what is computed, for `take_learned`."""
+        self._learned = {}
+
+    def take_learned(self) -> dict[str, bytes]:
+        """The entries computed (not found) since `start_learning` or the last call (keys up to
+        `max_key_length`), for another cache of the same vocabulary to `learn`."""
+        learned, self._learned = self._learned or {}, {}
+        limit = self._max_key_length
+        return {key: value for key, value in learned.items() if len(key) <= limit}
+
+    def learn(self, entries: dict[str, bytes]) -> None:
+        """Keep entries computed by another cache of the same vocabulary (see `take_learned`)."""
+        self._keep_all(entries)
 
     def _keep(self, key: str, value: bytes) -> None:
         if len(key) <= self._max_key_length:

@@ -9,6 +9,9 @@ written last and the file renamed into place, so an interrupted or failed run le
 
 import hashlib
 import os
+from array import array
+from itertools import accumulate
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
@@ -42,10 +45,77 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
 # --- workers ---------------------------------------------------------------------------------------
 
 _worker_tokenizers: dict[str, object] = {}  # in each worker: tokenizers by the digest of their state
+_shared: "_SharedCache | None" = None  # in each local worker, when the workers share what they compute
 
 
-def _init_worker(key: str, state: tuple) -> None:
-    _tokenizer_for(key, state)
+def pack_entries(entries: dict[str, bytes]) -> bytes:
+    """Cache entries as bytes (data only, never code): their number (8 bytes), the lengths of the
+    keys in UTF-8 and of the values (native unsigned ints: the same machine reads them), then all
+    the keys, then all the values."""
+    keys = [key.encode("utf-8") for key in entries]
+    lengths = array("L", [*map(len, keys), *map(len, entries.values())])
+    return len(keys).to_bytes(8, "little") + lengths.tobytes() + b"".join(keys) + b"".join(entries.values())
+
+
+def unpack_entries(data: bytes) -> dict[str, bytes]:
+    """The entries written by `pack_entries`."""
+    n = int.from_bytes(data[:8], "little")
+    lengths = array("L")
+    lengths.frombytes(data[8 : 8 + 2 * n * lengths.itemsize])
+    ends = list(accumulate(lengths, initial=8 + 2 * n * lengths.itemsize))
+    pieces = map(data.__getitem__, map(slice, ends, ends[1:]))
+    keys = [piece.decode("utf-8") for _, piece in zip(range(n), pieces)]
+    return dict(zip(keys, pieces))
+
+
+class _SharedCache:
+    """What the local workers of one `encode_files` run compute, shared among them through files.
+
+    Each worker appends, after each unit, the cache entries it computed (see
+    `EncodeCache.take_learned`) to its own file in `folder`, as records `length (8 bytes) + entries`
+    (see `pack_entries`); before each unit it reads the records the others have completed since
+    it last looked, and keeps them. A word met by two workers is then mostly encoded once. The
+    entries are pure functions of the key, so whichever worker computed one, the ids are the same.
+    """
+
+    def __init__(self, folder: str, name: str | None = None):
+        self.folder = Path(folder)
+        self.name = name or f"{os.getpid()}.cache"
+        self.own = open(self.folder / self.name, "ab")  # noqa: SIM115 (open for the worker's life)
+        self.read_to: dict[str, int] = {}
+
+    def absorb(self, cache) -> None:
+        for name in os.listdir(self.folder):
+            if name == self.name:
+                continue
+            start = self.read_to.get(name, 0)
+            with open(self.folder / name, "rb") as f:
+                f.seek(start)
+                data = f.read()
+            end = 0
+            while end + 8 <= len(data):
+                size = int.from_bytes(data[end : end + 8], "little")
+                if end + 8 + size > len(data):
+                    break  # a record still being written
+                cache.learn(unpack_entries(data[end + 8 : end + 8 + size]))
+                end += 8 + size
+            self.read_to[name] = start + end
+
+    def publish(self, cache) -> None:
+        learned = cache.take_learned()
+        if learned:
+            record = pack_entries(learned)
+            self.own.write(len(record).to_bytes(8, "little") + record)
+            self.own.flush()
+
+
+def _init_worker(key: str, state: tuple, share_folder: str | None = None) -> None:
+    global _shared
+    tokenizer = _tokenizer_for(key, state)
+    cache = getattr(tokenizer, "_cache", None)
+    if share_folder is not None and hasattr(cache, "start_learning"):
+        cache.start_learning()
+        _shared = _SharedCache(share_folder)
 
 
 def _tokenizer_for(key: str, state: tuple):
@@ -85,7 +155,15 @@ def encode_unit(tokenizer, unit: sources.WorkUnit, dtype: str) -> tuple[int, boo
 
 
 def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str):
-    return encode_unit(_worker_tokenizers[key] if state is None else _tokenizer_for(key, state), unit, dtype)
+    if state is not None:
+        return encode_unit(_tokenizer_for(key, state), unit, dtype)
+    tokenizer = _worker_tokenizers[key]
+    if _shared is None:
+        return encode_unit(tokenizer, unit, dtype)
+    _shared.absorb(tokenizer._cache)
+    result = encode_unit(tokenizer, unit, dtype)
+    _shared.publish(tokenizer._cache)
+    return result
 
 
 def tokenizer_state(tokenizer) -> tuple[str, tuple]:
@@ -127,6 +205,7 @@ def encode_files(
     done = 0
     wrote_a_document = False
     owned = None
+    share = None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(b"\0" * _HEADER_BYTES)
@@ -135,9 +214,11 @@ def encode_files(
             else:
                 key, state = tokenizer_state(tokenizer)
                 if executor is None:
-                    # Local workers get the tokenizer once, when they start.
+                    # Local workers get the tokenizer once, when they start, and share what they
+                    # compute through files in a temporary folder beside the output.
+                    share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=output_path.parent)
                     owned = executor = executors.local_executor(num_workers, initializer=_init_worker,
-                                                                initargs=(key, state))
+                                                                initargs=(key, state, share.name))
                     args = ((key, None, u, out_dtype.str) for u in units)
                 else:
                     args = ((key, state, u, out_dtype.str) for u in units)
@@ -166,5 +247,7 @@ def encode_files(
     finally:
         if owned is not None:
             owned.shutdown()
+        if share is not None:
+            share.cleanup()
         Path(tmp).unlink(missing_ok=True)
     return count

@@ -202,3 +202,42 @@ def test_missing_chunks_in_several_batches(trained, monkeypatch):
         text = (FIXTURES_PATH / "german.txt").read_bytes().decode("utf-8")[:4000]
         text = text[:2000] + EOT + text[1000:] + EOT + " über"
         assert tokenizer.encode(text) == reference(text, tokenizer, [EOT])
+
+
+# --- encode_file's workers share what they compute -------------------------------------------------
+
+
+def test_workers_share_computed_entries_through_files(tmp_path, trained):
+    from cs336_basics.token_arrays import _SharedCache
+
+    vocab, merges = trained
+    a, b = Tokenizer(vocab, merges, [EOT]), Tokenizer(vocab, merges, [EOT])
+    a._cache.start_learning()
+    share_a, share_b = _SharedCache(tmp_path, "a.cache"), _SharedCache(tmp_path, "b.cache")
+    text = (FIXTURES_PATH / "german.txt").read_bytes().decode("utf-8")[:3000] + EOT + " über"
+    a.encode(text[:1000])
+    share_a.publish(a._cache)
+    share_b.absorb(b._cache)
+    a.encode(text)
+    share_a.publish(a._cache)
+    assert not a._cache.take_learned()  # taken once
+    share_b.absorb(b._cache)
+    assert share_b.read_to["a.cache"] == (tmp_path / "a.cache").stat().st_size
+    # A record still being written is left for later.
+    with open(tmp_path / "a.cache", "ab") as f:
+        f.write((1000).to_bytes(8, "little") + b"\0" * 10)
+    share_b.absorb(b._cache)
+    table, b._cache._table = b._cache._table, None  # BPE would fail now: all comes from a's file
+    assert b.encode(text) == reference(text, b, [EOT])
+    b._cache._table = table
+    assert share_b.read_to["a.cache"] < (tmp_path / "a.cache").stat().st_size
+    share_b.absorb(b._cache)  # nothing new: the incomplete record is not read
+    assert len(b._cache) == len(a._cache)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.dictionaries(st.text(), st.binary()))
+def test_packed_entries_read_back(entries):
+    from cs336_basics.token_arrays import pack_entries, unpack_entries
+
+    assert unpack_entries(pack_entries(entries)) == entries
