@@ -407,7 +407,7 @@ class Tokenizer:
         *,
         num_workers: int | None = None,
         executor: "concurrent.futures.Executor | None" = None,
-        piece_size: int = 1 << 22,
+        piece_size: int = 1 << 20,
         text_field: str = "text",
         dtype: str | None = None,
         on_progress: Callable[[int], None] | None = None,
@@ -419,7 +419,8 @@ class Tokenizer:
         with the first special token, so the ids equal `encode` of one `.txt` of them; a single
         `.txt` file encodes exactly as `encode` of its text. Workers (default: all cores, one for
         small input; or any `concurrent.futures.Executor`, e.g. Dask's) encode pieces of about
-        `piece_size` bytes, so memory stays bounded whatever the corpus size; the array is uint16
+        `piece_size` bytes, so memory stays bounded whatever the corpus size (local workers also
+        share the words they encode, see `token_arrays`); the array is uint16
         when every id fits (else uint32) unless `dtype` says otherwise. The output appears only
         when complete. Returns the number of tokens.
         """

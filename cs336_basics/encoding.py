@@ -1,4 +1,5 @@
-"""Encoding with a trained vocabulary: the tables it needs and BPE applied to one pre-token.
+"""Encoding with a trained vocabulary: the tables it needs, BPE applied to one pre-token, and the
+cache that encodes chunks (see `patterns`) in batches.
 
 BPE on a pre-token merges the leftmost adjacent pair of lowest rank, again and again, as tiktoken
 does. Tokens are handled as characters `chr(id)`, so pairs are 2-character strings looked up in one
@@ -15,6 +16,11 @@ Merging all occurrences of a pair at once, rank after rank, agrees with merging 
 because every merge's parts are single bytes or tokens made by earlier merges (checked when the table
 is built): the tokens a merge makes can only take part in later merges, so the next lowest pair is
 the next occurrence of the same pair.
+
+Text is encoded through `EncodeCache`: all of a text's chunks are looked up at once, and only the
+distinct ones missing are computed, together (see `EncodeCache.encode`). Ids travel as bytes
+(native 16 or 32-bit unsigned ints, see `id_packing`) from the cache to the output, so a text's
+ids are one `bytes.join`.
 """
 
 import heapq
