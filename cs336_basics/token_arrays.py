@@ -214,9 +214,12 @@ def encode_files(
             else:
                 key, state = tokenizer_state(tokenizer)
                 if executor is None:
-                    # Local workers get the tokenizer once, when they start, and share what they
-                    # compute through files in a temporary folder beside the output.
+                    # Local workers get the tokenizer once, when they start (forked ones find this
+                    # one, and need not build it again), and share what they compute through files
+                    # in a temporary folder beside the output.
                     share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=output_path.parent)
+                    _worker_tokenizers.clear()
+                    _worker_tokenizers[key] = tokenizer
                     owned = executor = executors.local_executor(num_workers, initializer=_init_worker,
                                                                 initargs=(key, state, share.name))
                     args = ((key, None, u, out_dtype.str) for u in units)
@@ -249,5 +252,6 @@ def encode_files(
             owned.shutdown()
         if share is not None:
             share.cleanup()
+            _worker_tokenizers.clear()
         Path(tmp).unlink(missing_ok=True)
     return count
