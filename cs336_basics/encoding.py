@@ -272,12 +272,13 @@ class EncodeCache(dict):
             groups = [([chunk], [chunk]) for chunk in todo]
         else:
             split = pretokenizer.chunk_pretokens
-            joinable = list(map(self._junctions.__getitem__, map(str.__add__, map(itemgetter(-1), todo), map(itemgetter(0), todo))))
+            ends = map(str.__add__, map(itemgetter(-1), todo), map(itemgetter(0), todo))
+            joinable = list(map(self._junctions.__getitem__, ends))
             alone = list(compress(todo, map(not_, joinable)))
             groups = [([chunk], split(chunk)) for chunk in alone]
             joined = list(compress(todo, joinable))
-            ascii = list(map(str.isascii, joined))
-            for group in (list(compress(joined, ascii)), list(compress(joined, map(not_, ascii)))):
+            is_ascii = list(map(str.isascii, joined))
+            for group in (list(compress(joined, is_ascii)), list(compress(joined, map(not_, is_ascii)))):
                 if group:
                     groups.append((group, split("".join(group))))
 
@@ -323,7 +324,9 @@ class EncodeCache(dict):
     def take_learned(self) -> dict[str, bytes]:
         """The entries computed (not found) since `start_learning` or the last call (keys up to
         `max_key_length`), for another cache of the same vocabulary to `learn`."""
-        learned, self._learned = self._learned or {}, {}
+        if self._learned is None:
+            return {}
+        learned, self._learned = self._learned, {}
         limit = self._max_key_length
         return {key: value for key, value in learned.items() if len(key) <= limit}
 
