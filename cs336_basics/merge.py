@@ -4,14 +4,18 @@ Each step merges the most frequent adjacent pair; among equally frequent pairs t
 `(bytes_of_left, bytes_of_right)` is lexicographically *greatest* wins.
 
 How it stays fast in pure Python:
-- each distinct pre-token is a `str` with one character per token id, so finding a pair, merging it
-  (`str.replace` is exactly left-to-right and non-overlapping) and testing staleness run in C;
+- each distinct pre-token is a `str` with one character per token id, so finding a pair and merging
+  it (`str.partition`, `str.replace`: left to right, non-overlapping) and testing staleness run in C;
 - pair counts are updated only around each merge site, in the pre-tokens that hold the pair, found
-  through an index pair -> pre-token numbers (append-only; stale entries are skipped by one `in`);
-- the best pair comes from a lazy max-heap: a pair is pushed when its count rises, and a popped entry
-  whose count has fallen since is pushed back with its current count;
-- the words can be split into shards, each merged by its own process: a shard reports how the pair
-  counts changed, and this process adds the changes up and chooses the next pair;
+  through an index pair -> pre-token numbers (stale entries are skipped by one failed search). Per
+  site the loop only files the word's number under its left and right neighbour; the counts are
+  summed per neighbour afterwards, in C, and those lists become the new pairs' index entries;
+- the best pair comes from a lazy max-heap that holds only the pairs counted above a floor; the rest
+  wait in buckets until the floor comes down to them, since most pairs never come near the top
+  (see `_PairQueue`);
+- the words can be split into shards, each merged by its own process (a fresh interpreter given only
+  its words): a shard reports how the pair counts changed, and this process adds the changes up and
+  chooses the next pair;
 - a long word (with pattern "none" a whole document, maybe megabytes), where a pass over the word per
   merge would be quadratic, is a linked list of tokens with the positions of each pair, so a merge
   costs time in proportion to its sites (see `_LongWord`).
