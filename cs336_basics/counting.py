@@ -205,9 +205,12 @@ def release_freed_memory() -> None:
 
 def default_piece_size(total_bytes: int, num_workers: int, *, local: bool) -> int:
     """Bytes per training work unit: local processes report progress as they read, so one piece per
-    worker (up to 256 MiB) is best; other executors report a unit when it is done, so smaller ones."""
+    worker (up to 1 GiB) is best; other executors report a unit when it is done, so smaller ones.
+
+    Each unit ends by turning its distinct chunks into pre-tokens, which costs about as much as
+    counting a few tens of MB (with 572 k distinct chunks, 1.3 s), so units are kept large."""
     per_worker = -(-total_bytes // max(num_workers, 1))
     if not local:
         per_worker //= 4
-    return max(min(per_worker, 1 << 28), 1 << 20 if not local else 1)
+    return max(min(per_worker, 1 << 30), 1 << 20 if not local else 1)
 
