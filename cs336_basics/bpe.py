@@ -128,7 +128,7 @@ def train_bpe(
     num_merges = vocab_size - 256 - len(special_tokens)
     steps: list[tuple[int, int]] | None = [] if merge_log is not None else None
     # train_merges is given the only reference to the counts, so it can free them once it has
-    # copied them into its own form (the process it forks would otherwise hold them too).
+    # copied them into its own form, before the loop grows.
     handed_over = [word_counts]
     del word_counts
     with _progress_bar(progress, total=num_merges, unit="merge", desc="merging") as bar:

@@ -192,9 +192,8 @@ def release_freed_memory() -> None:
     """Give the pages that the C heap holds free back to the system, where the C library can (glibc's
     `malloc_trim`; elsewhere nothing happens).
 
-    Adding up the workers' tables frees some 10-20 MB in the middle of the heap, which the heap keeps.
-    The merge loop forks a process next, whose RSS counts every page the parent holds, so those
-    pages would be counted twice in the memory of the process tree.
+    Adding up the workers' tables frees some 10-20 MB in the middle of the heap, which the heap would
+    otherwise keep for the rest of the training.
     """
     try:
         trim = ctypes.CDLL(None).malloc_trim

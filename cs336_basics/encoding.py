@@ -282,20 +282,25 @@ class EncodeCache(dict):
                 if group:
                     groups.append((group, split("".join(group))))
 
-        # The pre-tokens' ids: from either generation, or by BPE.
+        # The pre-tokens' ids: from the new generation, from the old one (then kept in the new
+        # one), or by BPE (then kept too).
         ids = dict.fromkeys(chain.from_iterable(pieces for _, pieces in groups))
         get, old_get = self.get, self._old.get
         new = []
+        keep: dict[str, bytes] = {}
         for piece in ids:
-            value = get(piece) or old_get(piece)
+            value = get(piece)
             if value is None:
-                new.append(piece)
-            else:
-                ids[piece] = value
+                value = old_get(piece)
+                if value is None:
+                    new.append(piece)
+                    continue
+                keep[piece] = value
+            ids[piece] = value
         table, codec = self._table, self._codec
         for piece in new:
-            ids[piece] = merge_chars(self._byte_chars(piece), table).encode(codec, "surrogatepass")
-        self._keep_all(ids)
+            ids[piece] = keep[piece] = merge_chars(self._byte_chars(piece), table).encode(codec, "surrogatepass")
+        self._keep_all(keep)
         if self._learned is not None:
             self._learned.update(zip(new, map(ids.__getitem__, new)))
 

@@ -364,13 +364,13 @@ class _Shard:
             change[x + a] -= n
             gained = x + new
             change[gained] = n
-            where[gained] = ids[0] if len(ids) == 1 else tuple(ids)  # see _compact
+            where[gained] = _compact(ids)
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
             change[b + y] -= n
             gained = new + y
             change[gained] = n
-            where[gained] = ids[0] if len(ids) == 1 else tuple(ids)  # see _compact
+            where[gained] = _compact(ids)
         if adjacent:
             n = sum(map(count_of, adjacent))
             shrink += n

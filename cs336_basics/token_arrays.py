@@ -9,11 +9,11 @@ written last and the file renamed into place, so an interrupted or failed run le
 
 import hashlib
 import os
-from array import array
-from itertools import accumulate
 import tempfile
+from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
