@@ -82,7 +82,7 @@ def train_merges(
         pair_counts = local.count_pairs()
         for remote in remotes:
             _add(pair_counts, remote.receive())
-        return _merge_loop(pair_counts, [local, *remotes], num_merges, on_merge, merge_log)
+        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log)
     finally:
         for remote in remotes:
             remote.close()
@@ -91,12 +91,16 @@ def train_merges(
 
 
 def _merge_loop(
-    pair_counts: dict[str, int], shards: list, num_merges: int, on_merge, merge_log: list[tuple[int, int]] | None
+    pair_counts: dict[str, int],
+    local: "_Shard",
+    remotes: list["_RemoteShard"],
+    num_merges: int,
+    on_merge: Callable[[int], None] | None,
+    merge_log: list[tuple[int, int]] | None,
 ) -> list[tuple[bytes, bytes]]:
     token_bytes = [bytes([i]) for i in range(256)]
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = _PairQueue(pair_counts, token_key)
-    local, remotes = shards[0], shards[1:]
     merges: list[tuple[bytes, bytes]] = []
     while len(merges) < num_merges:
         best = queue.pop_best()
