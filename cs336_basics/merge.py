@@ -6,6 +6,8 @@ Each step merges the most frequent adjacent pair; among equally frequent pairs t
 How it stays fast in pure Python:
 - each distinct pre-token is a `str` with one character per token id, so finding a pair and merging
   it (`str.partition`, `str.replace`: left to right, non-overlapping) and testing staleness run in C;
+  a pair is named by one int, `left << 21 | right` (see `_pair_id`), which takes less memory and
+  pickles faster than a two-character string;
 - pair counts are updated only around each merge site, in the pre-tokens that hold the pair, found
   through an index pair -> pre-token numbers (stale entries are skipped by one failed search). Per
   site the loop only files the word's number under its left and right neighbour; the counts are
@@ -41,6 +43,21 @@ def _reversed_order_key(token: bytes) -> str:
     keys are prefix-free, so the key of a pair is simply the two keys concatenated.
     """
     return "".join([chr(255 - b) for b in token]) + "\u0100"
+
+
+# A pair of token ids (left, right) is the int left << _SHIFT | right: every code point fits in 21 bits.
+_SHIFT = 21
+_RIGHT = (1 << _SHIFT) - 1
+
+
+def _pair_id(pair: str) -> int:
+    """The int naming a pair given as two id-characters."""
+    return ord(pair[0]) << _SHIFT | ord(pair[1])
+
+
+def _pair_chars(pair: int) -> str:
+    """The two id-characters of a pair named by an int (see `_pair_id`)."""
+    return chr(pair >> _SHIFT) + chr(pair & _RIGHT)
 
 
 def train_merges(
@@ -91,7 +108,7 @@ def train_merges(
 
 
 def _merge_loop(
-    pair_counts: dict[str, int],
+    pair_counts: dict[int, int],
     local: "_Shard",
     remotes: list["_RemoteShard"],
     num_merges: int,
@@ -107,7 +124,7 @@ def _merge_loop(
         if best is None:
             break
         pair, count = best
-        left, right = ord(pair[0]), ord(pair[1])
+        left, right = pair >> _SHIFT, pair & _RIGHT
         new = chr(len(token_bytes))
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])
@@ -144,27 +161,27 @@ class _PairQueue:
     or above the floor, which never rises, so a current entry is at least every waiting pair.
     """
 
-    def __init__(self, counts: dict[str, int], token_key: list[str]):
+    def __init__(self, counts: dict[int, int], token_key: list[str]):
         self.counts = counts
         self.token_key = token_key
         top = max(counts.values(), default=0)
         self.floor = 1 << max(top.bit_length() - 1, 0)
-        self.waiting: dict[int, list[str]] = defaultdict(list)
-        self.heap: list[tuple[int, str, str]] = []
+        self.waiting: dict[int, list[int]] = defaultdict(list)
+        self.heap: list[tuple[int, str, int]] = []
         self.file(list(counts))
         heapq.heapify(self.heap)
 
-    def file(self, pairs: list[str]) -> None:
+    def file(self, pairs: list[int]) -> None:
         """Give each pair (with a positive count) a heap entry, or a place in the waiting room."""
         counts, key, floor, heap, waiting = self.counts, self.token_key, self.floor, self.heap, self.waiting
         for pair in pairs:
             n = counts.get(pair, 0)
             if n >= floor:
-                heapq.heappush(heap, (-n, key[ord(pair[0])] + key[ord(pair[1])], pair))
+                heapq.heappush(heap, (-n, key[pair >> _SHIFT] + key[pair & _RIGHT], pair))
             elif n > 0:
                 waiting[n.bit_length()].append(pair)
 
-    def apply(self, change: dict[str, int]) -> list[str]:
+    def apply(self, change: dict[int, int]) -> list[int]:
         """Add count changes; return the pairs that gained (new pairs, to be filed once all
         shards' changes are in)."""
         counts = self.counts
@@ -176,7 +193,7 @@ class _PairQueue:
                 gained.append(p)
         return gained
 
-    def pop_best(self) -> tuple[str, int] | None:
+    def pop_best(self) -> tuple[int, int] | None:
         """Remove and return the most frequent pair and its count, or None when no pair is left."""
         heap, counts = self.heap, self.counts
         while True:
@@ -194,7 +211,7 @@ class _PairQueue:
             self.file([pair])  # stale: the count fell since this entry was filed
 
 
-def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+def _add(total: dict[int, int], counts: dict[int, int]) -> None:
     for p, n in counts.items():
         total[p] = total.get(p, 0) + n
 
@@ -222,10 +239,10 @@ class _LongWord:
             sites[pair].append(i)
         self.sites = sites
 
-    def merge(self, pair: str, new: str, n: int, change: dict[str, int]) -> tuple[list[str], int]:
+    def merge(self, pair: str, new: str, n: int, change: dict[int, int]) -> tuple[list[int], int]:
         """Merge the occurrences of `pair`, left to right, into `new`; add the pair count changes
-        (for a word counted `n` times) to `change`; return the pairs that gained and the number of
-        merges made (by how many tokens the word shrank)."""
+        (for a word counted `n` times, pairs named by ints) to `change`; return the pairs that
+        gained and the number of merges made (by how many tokens the word shrank)."""
         positions = self.sites.pop(pair, None)
         if not positions:
             return [], 0
@@ -233,7 +250,7 @@ class _LongWord:
         a, b = pair
         tokens, nxt, prv, sites = self.tokens, self.nxt, self.prv, self.sites
         end = len(tokens)
-        gained: dict[str, None] = {}
+        gained: dict[int, None] = {}
         made = 0
         for pos in positions:
             if tokens[pos] != a:
@@ -246,18 +263,18 @@ class _LongWord:
             p = prv[pos]
             if p >= 0:
                 x = tokens[p]
-                change[x + a] -= n
-                q = x + new
+                change[_pair_id(x + a)] -= n
+                q = _pair_id(x + new)
                 change[q] += n
-                sites[q].append(p)
+                sites[x + new].append(p)
                 gained[q] = None
             k = nxt[j]
             if k != end:
                 y = tokens[k]
-                change[b + y] -= n
-                q = new + y
+                change[_pair_id(b + y)] -= n
+                q = _pair_id(new + y)
                 change[q] += n
-                sites[q].append(pos)
+                sites[new + y].append(pos)
                 gained[q] = None
                 prv[k] = pos
             tokens[pos] = new
@@ -280,14 +297,14 @@ class _Shard:
     def __init__(self, words: list[str], counts: list[int], long: int | None = None):
         self.words = words
         self.counts = counts
-        self.where: dict[str, int | tuple[int, ...]] = {}
+        self.where: dict[int, int | tuple[int, ...]] = {}
         long = _LONG if long is None else long
         self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > long}
         for i in self.long_words:
             words[i] = ""
-        self.long_where: dict[str, list[int]] = defaultdict(list)
+        self.long_where: dict[int, list[int]] = defaultdict(list)
 
-    def count_pairs(self) -> dict[str, int]:
+    def count_pairs(self) -> dict[int, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count)."""
         words, counts = self.words, self.counts
         where: dict[str, list[int]] = defaultdict(list)
@@ -295,20 +312,21 @@ class _Shard:
             for pair in map(str.__add__, word, word[1:]):
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
         count_of = counts.__getitem__
-        pair_counts = {pair: sum(map(count_of, ids)) for pair, ids in where.items()}
+        pair_counts = {_pair_id(pair): sum(map(count_of, ids)) for pair, ids in where.items()}
         compact = self.where
         for pair in list(where):  # each list is freed as soon as it is copied
-            compact[pair] = _compact(where.pop(pair))
+            compact[_pair_id(pair)] = _compact(where.pop(pair))
         for i, long_word in self.long_words.items():
             n = counts[i]
             for pair, positions in long_word.sites.items():
-                pair_counts[pair] = pair_counts.get(pair, 0) + n * len(positions)
-                self.long_where[pair].append(i)
+                pair_id = _pair_id(pair)
+                pair_counts[pair_id] = pair_counts.get(pair_id, 0) + n * len(positions)
+                self.long_where[pair_id].append(i)
         return pair_counts
 
-    def merge(self, pair: str, new: str) -> tuple[dict[str, int], int]:
-        """Merge `pair` into the character `new` in every word holding it; return the count changes
-        and by how many tokens these words shrank (weighted by their counts).
+    def merge(self, pair_id: int, new: str) -> tuple[dict[int, int], int]:
+        """Merge the pair named `pair_id` into the character `new` in every word holding it; return
+        the count changes and by how many tokens these words shrank (weighted by their counts).
 
         Only the pairs next to each merge site change. In the old word each site loses its left
         pair (unless the previous site ends right there) and its right pair; in the new word each
@@ -320,13 +338,13 @@ class _Shard:
         the lists become the index entries of the new pairs. The change to `pair` itself is left
         out: the caller drops it.
         """
-        a, b = pair
+        pair = _pair_chars(pair_id)
         words = self.words
         lefts: dict[str, list[int]] = defaultdict(list)
         rights: dict[str, list[int]] = defaultdict(list)
         adjacent: list[int] = []
         starts: list[int] = []
-        ids = self.where.pop(pair, ())
+        ids = self.where.pop(pair_id, ())
         for i in (ids,) if ids.__class__ is int else ids:
             word = words[i]
             head, found, tail = word.partition(pair)
@@ -360,33 +378,35 @@ class _Shard:
 
         count_of = self.counts.__getitem__
         where = self.where
-        change: dict[str, int] = defaultdict(int)
+        change: dict[int, int] = defaultdict(int)
         shrink = sum(map(count_of, starts))
+        a, b_left, c = pair_id >> _SHIFT, (pair_id & _RIGHT) << _SHIFT, ord(new)
+        c_left = c << _SHIFT
         for x, ids in lefts.items():
             n = sum(map(count_of, ids))
             shrink += n
-            change[x + a] -= n
-            gained = x + new
-            change[gained] = n
-            where[gained] = _compact(ids)
+            x_left = ord(x) << _SHIFT
+            change[x_left | a] -= n
+            change[x_left | c] = n
+            where[x_left | c] = _compact(ids)
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
-            change[b + y] -= n
-            gained = new + y
-            change[gained] = n
-            where[gained] = _compact(ids)
+            y_id = ord(y)
+            change[b_left | y_id] -= n
+            change[c_left | y_id] = n
+            where[c_left | y_id] = _compact(ids)
         if adjacent:
             n = sum(map(count_of, adjacent))
             shrink += n
-            change[b + a] -= n
-            change[new + new] = n
-            where[new + new] = _compact(adjacent)
-        for i in self.long_where.pop(pair, ()):
+            change[b_left | a] -= n
+            change[c_left | c] = n
+            where[c_left | c] = _compact(adjacent)
+        for i in self.long_where.pop(pair_id, ()):
             gained_pairs, made = self.long_words[i].merge(pair, new, self.counts[i], change)
             shrink += self.counts[i] * made
             for p in gained_pairs:
                 self.long_where[p].append(i)
-        change.pop(pair, None)
+        change.pop(pair_id, None)
         return change, shrink
 
 
@@ -460,7 +480,7 @@ class _RemoteShard:
         """Give the shard its words; it answers with their pair counts (see `receive`)."""
         self._send((words, counts, long))
 
-    def send_merge(self, pair: str, new: str) -> None:
+    def send_merge(self, pair: int, new: str) -> None:
         self._send((pair, new))
 
     def _send(self, message) -> None:

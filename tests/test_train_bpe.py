@@ -444,17 +444,17 @@ def test_pair_queue_pops_what_a_plain_max_would(data):
     # The queue keeps most pairs out of its heap (below a floor that halves as counts fall) and
     # files stale entries again; a plain max over the counts is the oracle. Counts may only rise
     # for pairs that are absent (as in the merge loop, where only new pairs gain).
-    from cs336_basics.merge import _PairQueue
+    from cs336_basics.merge import _PairQueue, _pair_chars, _pair_id
 
     tokens = _QUEUE_TOKENS[:-2] + [bytes([i]) for i in range(256)]  # distinct byte strings
     chars = [chr(i) for i in range(len(tokens))]
     token_key = [_reversed_order_key(t) for t in tokens]
-    pair = st.tuples(st.sampled_from(chars), st.sampled_from(chars)).map("".join)
+    pair = st.tuples(st.sampled_from(chars), st.sampled_from(chars)).map("".join).map(_pair_id)
     counts = data.draw(st.dictionaries(pair, st.integers(1, 5000), max_size=30))
     queue = _PairQueue(dict(counts), token_key)
 
     def oracle_best():
-        live = [(n, tokens[ord(p[0])], tokens[ord(p[1])], p) for p, n in counts.items() if n > 0]
+        live = [(n, tokens[ord(_pair_chars(p)[0])], tokens[ord(_pair_chars(p)[1])], p) for p, n in counts.items() if n > 0]
         return max(live)[3] if live else None
 
     for _ in range(data.draw(st.integers(1, 40))):
@@ -464,7 +464,7 @@ def test_pair_queue_pops_what_a_plain_max_would(data):
         if got is None:
             break
         assert got[1] == counts.pop(expected)
-        change: dict[str, int] = {}
+        change: dict[int, int] = {}
         for p in data.draw(st.lists(st.sampled_from(sorted(counts)), max_size=5)) if counts else []:
             change[p] = change.get(p, 0) - data.draw(st.integers(0, counts[p] + change.get(p, 0)))
         for p in data.draw(st.lists(pair, max_size=5)):
