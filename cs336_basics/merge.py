@@ -424,12 +424,21 @@ _SHARD_SERVER = "cs336_basics.merge:_serve_shard"
 # twice per merge; polling only as long as this bounds the CPU lost when the other side is slow.
 _POLL_SECONDS = 0.002
 
+# Gives the processor to another process that is ready to run, if any (else returns at once).
+_yield_cpu = getattr(os, "sched_yield", lambda: None)
+
 
 def _wait_for(conn: Connection) -> None:
-    """Return when `conn` has a message, or after _POLL_SECONDS (recv then blocks as usual)."""
+    """Return when `conn` has a message, or after _POLL_SECONDS (recv then blocks as usual).
+
+    The poll yields the processor at each turn: when more processes are ready than there are
+    cores, a plain busy loop would spend its whole time slice while the process it waits for sits
+    ready but not running (measured here, with one other busy process on 2 cores: 40 s for a loop
+    that took 3.2 s, against 7.3 s yielding and 6.2 s blocking; on an idle machine yielding costs
+    nothing)."""
     poll, deadline = conn.poll, time.perf_counter() + _POLL_SECONDS
     while not poll() and time.perf_counter() < deadline:
-        pass
+        _yield_cpu()
 
 
 def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
