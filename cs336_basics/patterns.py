@@ -173,10 +173,6 @@ class Pretokenizer:
             return [document] if document else []
         return self.chunk_re.findall(document)
 
-    def junctions(self) -> "Junctions":
-        """A new cache telling, for two characters, whether a safe boundary lies between them."""
-        return Junctions(self.last_boundary)
-
     def chunk_pretokens(self, chunk: str) -> list[str]:
         """The pre-tokens of one chunk (see `chunks`), with shortcuts for the common one-word chunk."""
         if self.name == "gpt2":
@@ -197,22 +193,6 @@ class Pretokenizer:
             if chunk.isascii():
                 return _O200K_ASCII_RE.findall(chunk)
         return self.pretokens(chunk)
-
-
-class Junctions(dict):
-    """Two characters (a chunk's last and the next chunk's first) -> whether a safe boundary of the
-    pattern lies between them, i.e. whether the chunks can be joined and pre-tokenized together.
-
-    A chunk whose own last and first characters have a boundary between them can be joined with
-    any other such chunk, since the boundary depends only on the class of each character."""
-
-    def __init__(self, last_boundary: "re.Pattern[str] | None"):
-        super().__init__()
-        self._boundary = last_boundary
-
-    def __missing__(self, pair: str) -> bool:
-        self[pair] = joinable = self._boundary is not None and self._boundary.match(pair) is not None
-        return joinable
 
 
 def _snippet(text: str, width: int = 30) -> str:

@@ -8,8 +8,7 @@ without a `pretokenizer` argument use GPT-2's pattern.
 import re
 from collections import Counter
 from collections.abc import Iterable
-from itertools import chain, compress
-from operator import and_, itemgetter, not_
+from itertools import chain
 
 from cs336_basics import patterns
 from cs336_basics.patterns import GPT2 as GPT2_PATTERN  # noqa: F401 (re-exported)
@@ -106,39 +105,19 @@ def count_chunks(
 def pretoken_counts(chunk_counts: dict[str, int], pretokenizer: Pretokenizer = _GPT2) -> dict[str, int]:
     """Turn chunk counts into pre-token counts, running the pattern once per distinct chunk.
 
-    Most distinct chunks occur once. Those that may follow one another (a safe boundary between
-    their last character and their first, as between any two of them) are joined and cut by one
-    `findall`, and their pre-tokens counted by `Counter` in C; the others are cut one by one.
-    `chunk_counts` is emptied as it is read, a batch at a time, so that the chunks' memory can
-    hold the pre-tokens that follow rather than both tables being whole at once.
+    `chunk_counts` is emptied as it is read, so that each chunk's memory can hold the pre-tokens
+    that follow rather than both tables being whole at once.
     """
     if not pretokenizer.boundary:  # count_chunks counted pre-tokens already
         counts = dict(chunk_counts)
         chunk_counts.clear()
         return counts
-    chunks, ns = list(chunk_counts), list(chunk_counts.values())
-    chunk_counts.clear()
-    counts: Counter[str] = Counter()
+    counts: dict[str, int] = {}
     get = counts.get
     split = pretokenizer.chunk_pretokens
-    joinable = pretokenizer.junctions()
-    ascii_re = patterns.ASCII_RES[pretokenizer.name].findall
-    exact_re = pretokenizer.compiled.findall
-    while chunks:
-        batch, batch_ns = chunks[-_BATCH:], ns[-_BATCH:]
-        del chunks[-_BATCH:], ns[-_BATCH:]
-        ends = map(str.__add__, map(itemgetter(-1), batch), map(itemgetter(0), batch))
-        together = list(map(and_, map((1).__eq__, batch_ns), map(joinable.__getitem__, ends)))
-        joined = list(compress(batch, together))
-        is_ascii = list(map(str.isascii, joined))
-        counts.update(ascii_re("".join(compress(joined, is_ascii))))
-        counts.update(exact_re("".join(compress(joined, map(not_, is_ascii)))))
-        apart = list(map(not_, together))
-        for chunk, n in zip(compress(batch, apart), compress(batch_ns, apart)):
-            for piece in split(chunk):
-                counts[piece] = get(piece, 0) + n
+    pop = chunk_counts.popitem
+    for _ in range(len(chunk_counts)):
+        chunk, n = pop()
+        for piece in split(chunk):
+            counts[piece] = get(piece, 0) + n
     return counts
-
-
-# Distinct chunks pre-tokenized at a time by `pretoken_counts`.
-_BATCH = 1 << 14
