@@ -12,13 +12,12 @@ bytes per pre-token instead of a dict of Python objects, so that the tables wait
 stay small, and in the UTF-8 the merge loop wants.
 """
 
-import ctypes
 from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 
-from cs336_basics import executors, patterns, sources
+from cs336_basics import allocator, executors, patterns, sources
 from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
 
 _progress = None  # a shared counter of bytes read, set in each local worker process
@@ -132,7 +131,7 @@ def count_pretokens(
             done += sum(u.size for u in task)
             if on_progress:
                 on_progress(done)
-        release_freed_memory()
+        allocator.release_freed_memory()
         return total
 
     progress = None
@@ -173,7 +172,7 @@ def count_pretokens(
     if owned is not None:
         owned.shutdown()
     _add_all(total, pending)
-    release_freed_memory()
+    allocator.release_freed_memory()
     return total
 
 
@@ -186,20 +185,6 @@ def _add_all(total: dict[bytes, int], pending: list[PackedCounts]) -> None:
     pending.reverse()
     while pending:
         add_packed(total, pending.pop())
-
-
-def release_freed_memory() -> None:
-    """Give the pages that the C heap holds free back to the system, where the C library can (glibc's
-    `malloc_trim`; elsewhere nothing happens).
-
-    Adding up the workers' tables frees some 10-20 MB in the middle of the heap, which the heap would
-    otherwise keep for the rest of the training.
-    """
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return
-    trim(0)
 
 
 def default_piece_size(total_bytes: int, num_workers: int, *, local: bool) -> int:

@@ -34,6 +34,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
+from cs336_basics import allocator
+
 
 def _reversed_order_key(token: bytes) -> str:
     """A string whose order is the reverse of the order of `token` among byte strings.
@@ -78,23 +80,21 @@ def train_merges(
     but merges it once.
     """
     num_shards = max(1, min(num_shards, len(word_counts))) if os.name == "posix" else 1
+    allocator.return_large_blocks_at_once()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
     remotes: list[_RemoteShard] = []
     try:
         # The other processes start first, so that their interpreters load while this one copies.
         remotes = [_RemoteShard() for _ in range(1, num_shards)]
-        # Pre-tokens as strings of token-id characters; single tokens can never merge.
-        words: list[str] = []
-        counts: list[int] = []
-        for word, n in word_counts.items():
-            if len(word) > 1 and n > 0:
-                words.append(word.decode("latin-1"))
-                counts.append(n)
+        # The pre-tokens that can merge (single tokens never do). Each shard turns its own into
+        # strings of token-id characters, so that this process makes none for the others' words.
+        words = [word for word, n in word_counts.items() if len(word) > 1 and n > 0]
+        counts = list(map(word_counts.__getitem__, words))
         del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
         for k, remote in enumerate(remotes, start=1):
             remote.start(words[k::num_shards], counts[k::num_shards], _LONG)
-        local = _Shard(words[::num_shards], counts[::num_shards])
+        local = _Shard(_as_chars(words[::num_shards]), counts[::num_shards])
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
@@ -105,6 +105,11 @@ def train_merges(
             remote.close()
         if gc_was_enabled:
             gc.enable()
+
+
+def _as_chars(words: list[bytes]) -> list[str]:
+    """Pre-tokens as strings with one character per token: the byte tokens' ids are the bytes."""
+    return [word.decode("latin-1") for word in words]
 
 
 def _merge_loop(
@@ -446,8 +451,11 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
     with its changes, until told to stop (None) or the other end closes."""
     inbox, outbox = Connection(inbox_fd, writable=False), Connection(outbox_fd, readable=False)
     gc.disable()
+    allocator.return_large_blocks_at_once()
     try:
-        shard = _Shard(*inbox.recv())
+        words, counts, long = inbox.recv()
+        shard = _Shard(_as_chars(words), counts, long)
+        del words
         outbox.send(shard.count_pairs())
         while True:
             _wait_for(inbox)
@@ -485,8 +493,8 @@ class _RemoteShard:
         self.inbox = Connection(inbox_w, readable=False)
         self.outbox = Connection(outbox_r, writable=False)
 
-    def start(self, words: list[str], counts: list[int], long: int) -> None:
-        """Give the shard its words; it answers with their pair counts (see `receive`)."""
+    def start(self, words: list[bytes], counts: list[int], long: int) -> None:
+        """Give the shard its words (pre-tokens in UTF-8); it answers with their pair counts (see `receive`)."""
         self._send((words, counts, long))
 
     def send_merge(self, pair: int, new: str) -> None:
