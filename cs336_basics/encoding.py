@@ -240,10 +240,11 @@ class EncodeCache(dict):
         values = list(map(self.get, chunks))
         if all(values):  # values are never empty: a chunk holds at least one token
             return b"".join(values)
-        found = dict.fromkeys(compress(chunks, map(not_, values)))
+        missing = list(compress(count(), map(not_, values)))
+        found = dict.fromkeys(map(chunks.__getitem__, missing))
         self._compute(found)
-        if len(found) * 16 < len(values):  # a few: patch them in place
-            for i in compress(count(), map(not_, values)):
+        if len(missing) * 4 < len(values):  # a few: patch them in place
+            for i in missing:
                 values[i] = found[chunks[i]]
             return b"".join(values)
         return b"".join(map(found.get, chunks, values))
