@@ -16,9 +16,10 @@ _M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
 
 
 def _libc():
+    """This process's C library, or None where it cannot be opened that way (Windows)."""
     try:
         return ctypes.CDLL(None)
-    except OSError:
+    except (OSError, TypeError):
         return None
 
 
