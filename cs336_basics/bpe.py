@@ -324,11 +324,14 @@ class Tokenizer:
 
     def _encode_packed(self, text: str) -> bytes:
         """The ids of text that holds no surrogates, packed as `id_packing` says. The chunks of its
-        documents and its special tokens (the cache knows their ids) go to the cache together, a
-        few ten thousand at a time, so that few chunks are held at once."""
+        documents and its special tokens (the cache knows their ids) go to the cache together, some
+        `_CHUNKS_PER_CALL` at a time."""
         encode = self._cache.encode
         if self._special_re is None:
-            return encode(self._split(text))
+            chunks = self._split(text)
+            if len(chunks) <= _CHUNKS_PER_CALL:
+                return encode(chunks)
+            return b"".join([encode(chunks[i : i + _CHUNKS_PER_CALL]) for i in range(0, len(chunks), _CHUNKS_PER_CALL)])
         out: list[bytes] = []
         chunks: list[str] = []
         split = self._split

@@ -2,7 +2,7 @@
 
 `Tokenizer._encode_packed` gives `EncodeCache.encode` the chunks of a few documents (and the
 special tokens between them) at a time, `bpe._CHUNKS_PER_CALL` at most unless one document holds
-more. `EncodeCache.encode` looks every chunk up, then either patches the few missing ones in place
+more (a tokenizer without special tokens cuts the text's chunks into calls of that size). `EncodeCache.encode` looks every chunk up, then either patches the few missing ones in place
 or, when many miss, joins through the dict of computed ones. Each of these is checked here on
 generated text and chunk lists: per call sizes down to one chunk, lists with no miss, a few, and
 many, repeated chunks and chunks met only in the old generation.
@@ -42,10 +42,10 @@ def reference(text: str, tokenizer: Tokenizer) -> list[int]:
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(texts=st.lists(TEXT, min_size=1, max_size=4), per_call=st.sampled_from([1, 2, 3, 8, 1 << 13]),
-       pattern=st.sampled_from(["gpt2", "cl100k", "none"]))
-def test_documents_handed_over_in_calls_of_any_size(trained, texts, per_call, pattern):
+       pattern=st.sampled_from(["gpt2", "cl100k", "none"]), specials=st.sampled_from([[EOT], []]))
+def test_documents_handed_over_in_calls_of_any_size(trained, texts, per_call, pattern, specials):
     vocab, merges = trained
-    tokenizer = Tokenizer(vocab, merges, [EOT], pattern=pattern, cache_size=64)
+    tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern, cache_size=64)
     old = bpe_module._CHUNKS_PER_CALL
     bpe_module._CHUNKS_PER_CALL = per_call
     try:
