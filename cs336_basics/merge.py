@@ -253,6 +253,7 @@ class _LongWord:
             return [], 0
         positions.sort()  # left to right, so overlapping occurrences merge as str.replace would
         a, b = pair
+        a_id, b_left, c, c_left = ord(a), ord(b) << _SHIFT, ord(new), ord(new) << _SHIFT
         tokens, nxt, prv, sites = self.tokens, self.nxt, self.prv, self.sites
         end = len(tokens)
         gained: dict[int, None] = {}
@@ -268,16 +269,18 @@ class _LongWord:
             p = prv[pos]
             if p >= 0:
                 x = tokens[p]
-                change[_pair_id(x + a)] -= n
-                q = _pair_id(x + new)
+                x_left = ord(x) << _SHIFT
+                change[x_left | a_id] -= n
+                q = x_left | c
                 change[q] += n
                 sites[x + new].append(p)
                 gained[q] = None
             k = nxt[j]
             if k != end:
                 y = tokens[k]
-                change[_pair_id(b + y)] -= n
-                q = _pair_id(new + y)
+                y_id = ord(y)
+                change[b_left | y_id] -= n
+                q = c_left | y_id
                 change[q] += n
                 sites[new + y].append(pos)
                 gained[q] = None
