@@ -537,19 +537,36 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        written = _changed_outputs()
-        if written:
-            print(f"bpe: interrupted after the output was complete: {', '.join(map(str, written))}", file=sys.stderr)
-        else:
-            print("bpe: interrupted; no output was written", file=sys.stderr)
-        return 130
+        return _interrupted()
     except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (CommandError, ValueError, OSError, ImportError, executors.WorkerError) as e:
+        if isinstance(e, ImportError) and _caused_by_interrupt(e):
+            return _interrupted()  # Ctrl-C during an import (numpy reports it as an ImportError)
         print(f"bpe: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _interrupted() -> int:
+    written = _changed_outputs()
+    if written:
+        print(f"bpe: interrupted after the output was complete: {', '.join(map(str, written))}", file=sys.stderr)
+    else:
+        print("bpe: interrupted; no output was written", file=sys.stderr)
+    return 130
+
+
+def _caused_by_interrupt(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the exceptions that led to `error`."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 if __name__ == "__main__":

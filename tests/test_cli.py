@@ -236,3 +236,25 @@ def test_stats_reports_shares(trained_dir, capsys):
 )
 def test_classify_token(token, kind):
     assert classify_token(token) == kind
+
+
+def test_ctrl_c_during_an_import_is_an_interruption(monkeypatch, capsys):
+    # numpy turns a KeyboardInterrupt that arrives while its C extensions load into an ImportError;
+    # that is still Ctrl-C (exit 130), not a missing dependency.
+    from cs336_basics import cli
+
+    def interrupted_import(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("numpy._core.umath failed to import")
+
+    def missing_module(args):
+        raise ImportError("No module named 'numpy'")
+
+    monkeypatch.setattr(cli, "cmd_vocab", interrupted_import)
+    assert main(["vocab", "x"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "cmd_vocab", missing_module)
+    assert main(["vocab", "x"]) == 1
+    assert "No module named 'numpy'" in capsys.readouterr().err
