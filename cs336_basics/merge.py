@@ -390,25 +390,30 @@ class _Shard:
         shrink = sum(map(count_of, starts))
         a, b_left, c = pair_id >> _SHIFT, (pair_id & _RIGHT) << _SHIFT, ord(new)
         c_left = c << _SHIFT
+        # Each new pair's int is made once, for both tables: the pair counts keep the change's
+        # keys, so a second int per new pair would cost 32 bytes each (some 7 MB over a large run).
         for x, ids in lefts.items():
             n = sum(map(count_of, ids))
             shrink += n
             x_left = ord(x) << _SHIFT
             change[x_left | a] -= n
-            change[x_left | c] = n
-            where[x_left | c] = _compact(ids)
+            gained = x_left | c
+            change[gained] = n
+            where[gained] = _compact(ids)
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
             y_id = ord(y)
             change[b_left | y_id] -= n
-            change[c_left | y_id] = n
-            where[c_left | y_id] = _compact(ids)
+            gained = c_left | y_id
+            change[gained] = n
+            where[gained] = _compact(ids)
         if adjacent:
             n = sum(map(count_of, adjacent))
             shrink += n
             change[b_left | a] -= n
-            change[c_left | c] = n
-            where[c_left | c] = _compact(adjacent)
+            gained = c_left | c
+            change[gained] = n
+            where[gained] = _compact(adjacent)
         for i in self.long_where.pop(pair_id, ()):
             gained_pairs, made = self.long_words[i].merge(pair, new, self.counts[i], change)
             shrink += self.counts[i] * made
