@@ -16,6 +16,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from itertools import islice
 
 from cs336_basics import allocator, executors, patterns, sources
 from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
@@ -38,8 +39,13 @@ def _init_worker(progress) -> None:
     _progress = progress
 
 
-def count_units(units: Sequence[sources.WorkUnit], block_size: int = COUNT_BLOCK_SIZE) -> tuple[int, dict[str, int]]:
-    """(bytes read, pre-token counts) of some work units."""
+def count_units(
+    units: Sequence[sources.WorkUnit],
+    block_size: int = COUNT_BLOCK_SIZE,
+    on_read: Callable[[int], None] | None = None,
+) -> tuple[int, dict[str, int]]:
+    """(bytes read, pre-token counts) of some work units; `on_read(n)` is called as each block
+    of n bytes is read."""
     chunk_counts: Counter[str] = Counter()
     size = 0
     pretokenizer = patterns.get(units[0].pattern) if units else patterns.get("gpt2")
@@ -47,27 +53,40 @@ def count_units(units: Sequence[sources.WorkUnit], block_size: int = COUNT_BLOCK
         special_re = special_token_regex(unit.special_tokens)
         for consumed, text, _ in sources.read_unit(unit, block_size=block_size):
             count_chunks(text, special_re, chunk_counts, pretokenizer)
-            if _progress is not None and consumed:
-                with _progress.get_lock():
-                    _progress.value += consumed
+            if on_read is not None and consumed:
+                on_read(consumed)
         size += unit.size
     return size, pretoken_counts(chunk_counts, pretokenizer)
 
 
 def count_units_packed(units: Sequence[sources.WorkUnit], block_size: int = COUNT_BLOCK_SIZE) -> tuple[int, PackedCounts]:
     """(bytes read, packed pre-token counts) of some work units; this runs in a worker."""
-    size, counts = count_units(units, block_size)
+    size, counts = count_units(units, block_size, _add_progress if _progress is not None else None)
     return size, pack_counts(counts)
+
+
+def _add_progress(n: int) -> None:
+    with _progress.get_lock():
+        _progress.value += n
 
 
 def pack_counts(counts: dict[str, int]) -> PackedCounts:
     """Pre-token counts as (the pre-tokens in UTF-8, each followed by 0xFF; their counts as an array).
 
     A table of 300 k pre-tokens packs into about 5 MB; as a dict it is some 30 MB of objects, which
-    a parent waiting on several workers would hold at once.
+    a parent waiting on several workers would hold at once. The keys are encoded a slice at a
+    time: a list of all of them at once would cost a worker some 15 MB more at its peak.
     """
-    keys = _SEPARATOR.join([word.encode("utf-8") for word in counts])
-    return keys + _SEPARATOR if counts else b"", array("q", counts.values())
+    words = iter(counts)
+    slices = []
+    while part := [word.encode("utf-8") for word in islice(words, _PACK_SLICE)]:
+        slices.append(_SEPARATOR.join(part))
+    slices.append(b"")  # so that the last pre-token is followed by a separator too
+    return _SEPARATOR.join(slices) if counts else b"", array("q", counts.values())
+
+
+# Pre-tokens encoded at a time by `pack_counts`.
+_PACK_SLICE = 1 << 12
 
 
 def add_packed(total: dict[bytes, int], packed: PackedCounts) -> None:
@@ -111,8 +130,8 @@ def count_pretokens(
     block_size: int = COUNT_BLOCK_SIZE,
     on_progress: Callable[[int], None] | None = None,
 ) -> dict[bytes, int]:
-    """Count the pre-tokens of the work units, in `num_workers` local processes, or on `executor`;
-    the keys are the pre-tokens in UTF-8.
+    """Count the pre-tokens of the work units, in `num_workers` local processes (this one and
+    `num_workers - 1` forked workers), or on `executor`; the keys are the pre-tokens in UTF-8.
 
     Units are sent in tasks of at least `task_size` bytes (see `bundle`); use the size the units
     were planned with, so that small files are grouped and large ones stay apart.
@@ -123,6 +142,9 @@ def count_pretokens(
     tasks = bundle(units, task_size)
     total: dict[bytes, int] = {}
     done = 0
+    # The tables this process frees while counting and adding up go back to the system at once,
+    # instead of staying in its heap, in pieces, through the merge loop (see `allocator`).
+    allocator.return_large_blocks_at_once()
     if executor is None and (num_workers <= 1 or len(tasks) <= 1):
         for task in tasks:
             _, packed = count_units_packed(task, block_size)
@@ -136,17 +158,30 @@ def count_pretokens(
 
     progress = None
     owned = None
+    mine: list[tuple[sources.WorkUnit, ...]] = []
     if executor is None:
+        # This process counts every num_workers-th task itself, beside num_workers - 1 forked
+        # workers, rather than wait idle: one process fewer holds a table of chunks at once.
+        mine = tasks[::num_workers]
+        tasks = [task for i, task in enumerate(tasks) if i % num_workers]
+        # Importing `regex` leaves some 7 MB freed in the heap, which each forked worker would
+        # start with.
+        allocator.release_freed_memory()
         ctx = executors.process_context()
         progress = ctx.Value("q", 0)
         owned = executor = executors.local_executor(
-            min(num_workers, len(tasks)), initializer=_init_worker, initargs=(progress,)
+            min(num_workers - 1, len(tasks)), initializer=_init_worker, initargs=(progress,)
         )
     width = executors.executor_width(executor, num_workers)
 
     def report() -> None:
         if on_progress:
             on_progress(max(done, progress.value if progress is not None else 0))
+
+    def read_here(n: int) -> None:
+        with progress.get_lock():
+            progress.value += n
+        report()
 
     # The packed tables are kept as they come and added up only once the workers are gone: the dict
     # they add up to is some 7 times their size, and the workers are at their largest meanwhile.
@@ -156,9 +191,15 @@ def count_pretokens(
         results = executors.run_ordered(
             executor, count_units_packed, ((t, block_size) for t in tasks), max_in_flight=2 * width, on_wait=report
         )
+        for task in mine:  # while the workers count theirs
+            size, counts = count_units(task, block_size, read_here)
+            pending.append(pack_counts(counts))
+            del counts
+            pending_bytes += _packed_bytes(pending[-1])
+            done += size
         for size, packed in results:
             pending.append(packed)
-            pending_bytes += len(packed[0]) + packed[1].itemsize * len(packed[1])
+            pending_bytes += _packed_bytes(packed)
             del packed
             if pending_bytes > _PENDING_LIMIT:  # many tasks: add up as we go
                 _add_all(total, pending)
@@ -178,6 +219,10 @@ def count_pretokens(
 
 # The most bytes of packed tables held before they are added up while the workers still run.
 _PENDING_LIMIT = 64 << 20
+
+
+def _packed_bytes(packed: PackedCounts) -> int:
+    return len(packed[0]) + packed[1].itemsize * len(packed[1])
 
 
 def _add_all(total: dict[bytes, int], pending: list[PackedCounts]) -> None:

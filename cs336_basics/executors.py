@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from itertools import islice
 
 
 class WorkerError(RuntimeError):
@@ -61,19 +62,35 @@ def run_ordered(
     on_wait: Callable[[], None] | None = None,
 ) -> Iterator:
     """Yield `fn(*a)` for each `a` of `args`, in order, run on `executor` with at most
-    `max_in_flight` tasks submitted and not yet yielded. `on_wait()` is called about ten times a
-    second while waiting. On any error, or when the caller stops early, the tasks left are cancelled."""
+    `max_in_flight` tasks submitted and not yet yielded. The first tasks are submitted at once,
+    before the first result is asked for, so the caller can do other work while they run.
+    `on_wait()` is called about ten times a second while waiting. On any error, or when the caller
+    stops early, the tasks left are cancelled."""
+    args = iter(args)
     futures: deque[Future] = deque()
     try:
-        for a in args:
+        for a in islice(args, max_in_flight):
             futures.append(_submit(executor, fn, a))
-            if len(futures) >= max_in_flight:
-                yield _result(futures.popleft(), on_wait)
+    except BaseException:
+        _cancel(futures)
+        raise
+    return _in_order(executor, fn, args, futures, on_wait)
+
+
+def _in_order(executor: Executor, fn: Callable, args: Iterator[tuple], futures: deque, on_wait) -> Iterator:
+    """The results of `futures`, in order, submitting one more task of `args` after each."""
+    try:
         while futures:
             yield _result(futures.popleft(), on_wait)
+            for a in islice(args, 1):
+                futures.append(_submit(executor, fn, a))
     finally:
-        for future in futures:
-            future.cancel()
+        _cancel(futures)
+
+
+def _cancel(futures: deque) -> None:
+    for future in futures:
+        future.cancel()
 
 
 def _submit(executor: Executor, fn: Callable, args: tuple) -> Future:

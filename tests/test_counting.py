@@ -47,6 +47,15 @@ def test_packed_counts_are_compact():
     assert len(keys) == sum(len(w) + 1 for w in table) and counts.itemsize == 8
 
 
+@pytest.mark.parametrize("size", range(8))
+def test_packed_counts_encoded_a_slice_at_a_time_join_up(size, monkeypatch):
+    monkeypatch.setattr(counting, "_PACK_SLICE", 3)
+    table = {f"w{i}é": i + 1 for i in range(size)}
+    total: dict[bytes, int] = {}
+    counting.add_packed(total, counting.pack_counts(table))
+    assert total == {word.encode("utf-8"): n for word, n in table.items()}
+
+
 def test_damaged_packed_counts_are_refused():
     keys, counts = counting.pack_counts({"a": 1, "b": 2})
     with pytest.raises(ValueError, match="2 pre-tokens but 1 counts"):
@@ -72,11 +81,23 @@ def test_count_pretokens_equals_a_direct_count(tmp_path, monkeypatch, seed, patt
         expected.update(piece.encode("utf-8") for piece in regex.findall(patterns.regex_string(pattern), doc))
     piece_size = rng.choice([1, 17, 200, 1 << 20])
     units = sources.plan_units(sources.resolve(path), piece_size=piece_size, special_tokens=[EOT], pattern=pattern)
-    for workers in (1, 2):
+    for workers in (1, 2, 3):  # with 2 or 3, this process counts every 2nd or 3rd task itself
         counts = counting.count_pretokens(
             units, num_workers=workers, task_size=piece_size, block_size=rng.choice([1, 5, 64, 1 << 20])
         )
         assert counts == dict(expected), (workers, piece_size)
+
+
+def test_progress_counts_the_bytes_this_process_reads_as_it_reads_them(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(EOT.join(["the cat sat, " * 50] * 20).encode("utf-8"))
+    size = path.stat().st_size
+    units = sources.plan_units(sources.resolve(path), piece_size=size // 2 + 1, special_tokens=[EOT], pattern="gpt2")
+    seen: list[int] = []
+    counting.count_pretokens(units, num_workers=2, task_size=size // 2 + 1, block_size=64, on_progress=seen.append)
+    assert seen == sorted(seen) and seen[-1] == size
+    # This process reads half the corpus, 64 bytes at a time, and reports each block.
+    assert len([n for n in seen if n < size // 2]) >= size // 2 // 64 // 2
 
 
 @settings(max_examples=100, deadline=None)
