@@ -223,38 +223,50 @@ def _add(total: dict[int, int], counts: dict[int, int]) -> None:
 
 # Words longer than this many tokens are kept as `_LongWord`s.
 _LONG = 256
+# An array typecode for word numbers (a shard holds far fewer than 2^31 words).
+_WORD_NUMBER = "i"
 
 
 class _LongWord:
     """A long word as a linked list of tokens: `tokens[i]` is the token starting at position i (None
     once it was merged into the token before it), `nxt` / `prv` link the live positions, and `sites`
-    maps each pair to positions where it starts (append-only; a position whose pair changed since is
-    skipped). A position's pair only ever grows, so it never comes back to a pair it has left.
+    maps each pair (named by its int, see `_pair_id`) to positions where it starts (append-only; a
+    position whose pair changed since is skipped). A position's pair only ever grows, so it never
+    comes back to a pair it has left.
+
+    Memory: a word holds several entries per token, so positions are C ints in arrays (as Python
+    ints in lists they took some 40 bytes each), and a pair found at one position keeps that
+    position as a bare number, as most do.
     """
 
     __slots__ = ("tokens", "nxt", "prv", "sites")
 
     def __init__(self, word: str):
         n = len(word)
+        code = "i" if n < 1 << 31 else "q"
         self.tokens: list[str | None] = list(word)
-        self.nxt = array("q", range(1, n + 1))  # n: no next token
-        self.prv = array("q", range(-1, n - 1))  # -1: no previous token
-        sites: dict[str, list[int]] = defaultdict(list)
+        self.nxt = array(code, range(1, n + 1))  # n: no next token
+        self.prv = array(code, range(-1, n - 1))  # -1: no previous token
+        by_pair: dict[str, list[int]] = defaultdict(list)
         for i, pair in enumerate(map(str.__add__, word, word[1:])):
-            sites[pair].append(i)
-        self.sites = sites
+            by_pair[pair].append(i)
+        self.sites: dict[int, int | array] = {
+            _pair_id(pair): found[0] if len(found) == 1 else array(code, found) for pair, found in by_pair.items()
+        }
 
-    def merge(self, pair: str, new: str, n: int, change: dict[int, int]) -> tuple[list[int], int]:
-        """Merge the occurrences of `pair`, left to right, into `new`; add the pair count changes
-        (for a word counted `n` times, pairs named by ints) to `change`; return the pairs that
-        gained and the number of merges made (by how many tokens the word shrank)."""
-        positions = self.sites.pop(pair, None)
-        if not positions:
+    def merge(self, pair_id: int, new: str, n: int, change: dict[int, int]) -> tuple[list[int], int]:
+        """Merge the occurrences of the pair named `pair_id`, left to right, into `new`; add the pair
+        count changes (for a word counted `n` times) to `change`; return the pairs that gained and
+        the number of merges made (by how many tokens the word shrank)."""
+        found = self.sites.pop(pair_id, None)
+        if found is None:
             return [], 0
-        positions.sort()  # left to right, so overlapping occurrences merge as str.replace would
-        a, b = pair
-        a_id, b_left, c, c_left = ord(a), ord(b) << _SHIFT, ord(new), ord(new) << _SHIFT
+        # Left to right, so that overlapping occurrences merge as str.replace would.
+        positions = (found,) if found.__class__ is int else sorted(found)
+        a_id, b_id, c = pair_id >> _SHIFT, pair_id & _RIGHT, ord(new)
+        a, b, b_left, c_left = chr(a_id), chr(b_id), b_id << _SHIFT, c << _SHIFT
         tokens, nxt, prv, sites = self.tokens, self.nxt, self.prv, self.sites
+        code = nxt.typecode
         end = len(tokens)
         gained: dict[int, None] = {}
         made = 0
@@ -268,21 +280,19 @@ class _LongWord:
             # was counted as gained a moment ago and is taken back here, as the word now reads.
             p = prv[pos]
             if p >= 0:
-                x = tokens[p]
-                x_left = ord(x) << _SHIFT
+                x_left = ord(tokens[p]) << _SHIFT
                 change[x_left | a_id] -= n
                 q = x_left | c
                 change[q] += n
-                sites[x + new].append(p)
+                _add_position(sites, q, p, code)
                 gained[q] = None
             k = nxt[j]
             if k != end:
-                y = tokens[k]
-                y_id = ord(y)
+                y_id = ord(tokens[k])
                 change[b_left | y_id] -= n
                 q = c_left | y_id
                 change[q] += n
-                sites[new + y].append(pos)
+                _add_position(sites, q, pos, code)
                 gained[q] = None
                 prv[k] = pos
             tokens[pos] = new
@@ -290,6 +300,17 @@ class _LongWord:
             nxt[pos] = k
             made += 1
         return list(gained), made
+
+
+def _add_position(index: dict[int, int | array], key: int, position: int, typecode: str) -> None:
+    """Add `position` to `index[key]`: a bare number while it is the only one, then an array of them."""
+    found = index.get(key)
+    if found is None:
+        index[key] = position
+    elif found.__class__ is int:
+        index[key] = array(typecode, (found, position))
+    else:
+        found.append(position)
 
 
 class _Shard:
@@ -310,7 +331,7 @@ class _Shard:
         self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > long}
         for i in self.long_words:
             words[i] = ""
-        self.long_where: dict[int, list[int]] = defaultdict(list)
+        self.long_where: dict[int, int | array] = {}  # pair -> the long words holding it (see _add_position)
 
     def count_pairs(self) -> dict[int, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count)."""
@@ -326,10 +347,10 @@ class _Shard:
             compact[_pair_id(pair)] = _compact(where.pop(pair))
         for i, long_word in self.long_words.items():
             n = counts[i]
-            for pair, positions in long_word.sites.items():
-                pair_id = _pair_id(pair)
-                pair_counts[pair_id] = pair_counts.get(pair_id, 0) + n * len(positions)
-                self.long_where[pair_id].append(i)
+            for pair_id, found in long_word.sites.items():
+                sites = 1 if found.__class__ is int else len(found)
+                pair_counts[pair_id] = pair_counts.get(pair_id, 0) + n * sites
+                _add_position(self.long_where, pair_id, i, _WORD_NUMBER)
         return pair_counts
 
     def merge(self, pair_id: int, new: str) -> tuple[dict[int, int], int]:
@@ -414,11 +435,12 @@ class _Shard:
             gained = c_left | c
             change[gained] = n
             where[gained] = _compact(adjacent)
-        for i in self.long_where.pop(pair_id, ()):
-            gained_pairs, made = self.long_words[i].merge(pair, new, self.counts[i], change)
+        found = self.long_where.pop(pair_id, ())
+        for i in (found,) if found.__class__ is int else found:
+            gained_pairs, made = self.long_words[i].merge(pair_id, new, self.counts[i], change)
             shrink += self.counts[i] * made
             for p in gained_pairs:
-                self.long_where[p].append(i)
+                _add_position(self.long_where, p, i, _WORD_NUMBER)
         change.pop(pair_id, None)
         return change, shrink
 
