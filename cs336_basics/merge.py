@@ -31,7 +31,8 @@ import sys
 import time
 from array import array
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import groupby
 from multiprocessing.connection import Connection
 
 from cs336_basics import allocator
@@ -223,23 +224,23 @@ def _add(total: dict[int, int], counts: dict[int, int]) -> None:
 
 # Words longer than this many tokens are kept as `_LongWord`s.
 _LONG = 256
-# An array typecode for word numbers (a shard holds far fewer than 2^31 words).
-_WORD_NUMBER = "i"
+
+# Where a pair occurs in the long words of a shard: word number i and position p as i << 32 | p,
+# kept as a bare int while it is the only site, then in an array of 8-byte unsigned ints (so a
+# long word holds fewer than 2^32 tokens, 4 GiB of text).
+_SITE_SHIFT = 32
+_POSITION = (1 << _SITE_SHIFT) - 1
+_SITES = "Q"
 
 
 class _LongWord:
     """A long word as a linked list of tokens: `tokens[i]` is the token starting at position i (None
-    once it was merged into the token before it), `nxt` / `prv` link the live positions, and `sites`
-    maps each pair (named by its int, see `_pair_id`) to positions where it starts (append-only; a
-    position whose pair changed since is skipped). A position's pair only ever grows, so it never
-    comes back to a pair it has left.
-
-    Memory: a word holds several entries per token, so positions are C ints in arrays (as Python
-    ints in lists they took some 40 bytes each), and a pair found at one position keeps that
-    position as a bare number, as most do.
+    once it was merged into the token before it), and `nxt` / `prv` link the live positions (arrays
+    of C ints: a word holds two per token). Where its pairs occur is kept by its shard, for all its
+    long words at once (see `_Shard.long_sites`).
     """
 
-    __slots__ = ("tokens", "nxt", "prv", "sites")
+    __slots__ = ("tokens", "nxt", "prv")
 
     def __init__(self, word: str):
         n = len(word)
@@ -247,28 +248,18 @@ class _LongWord:
         self.tokens: list[str | None] = list(word)
         self.nxt = array(code, range(1, n + 1))  # n: no next token
         self.prv = array(code, range(-1, n - 1))  # -1: no previous token
-        by_pair: dict[str, list[int]] = defaultdict(list)
-        for i, pair in enumerate(map(str.__add__, word, word[1:])):
-            by_pair[pair].append(i)
-        self.sites: dict[int, int | array] = {
-            _pair_id(pair): found[0] if len(found) == 1 else array(code, found) for pair, found in by_pair.items()
-        }
 
-    def merge(self, pair_id: int, new: str, n: int, change: dict[int, int]) -> tuple[list[int], int]:
-        """Merge the occurrences of the pair named `pair_id`, left to right, into `new`; add the pair
-        count changes (for a word counted `n` times) to `change`; return the pairs that gained and
-        the number of merges made (by how many tokens the word shrank)."""
-        found = self.sites.pop(pair_id, None)
-        if found is None:
-            return [], 0
-        # Left to right, so that overlapping occurrences merge as str.replace would.
-        positions = (found,) if found.__class__ is int else sorted(found)
+    def merge(
+        self, positions: Iterable[int], pair_id: int, new: str, n: int, change: dict[int, int], sites: dict, base: int
+    ) -> int:
+        """Merge the pair named `pair_id` into `new` where it starts at `positions` (ascending; a
+        position whose pair changed since is skipped); add the pair count changes (for a word counted
+        `n` times) to `change`, and the sites of the pairs made to `sites` (as `base | position`);
+        return the number of merges made (by how many tokens the word shrank)."""
         a_id, b_id, c = pair_id >> _SHIFT, pair_id & _RIGHT, ord(new)
         a, b, b_left, c_left = chr(a_id), chr(b_id), b_id << _SHIFT, c << _SHIFT
-        tokens, nxt, prv, sites = self.tokens, self.nxt, self.prv, self.sites
-        code = nxt.typecode
+        tokens, nxt, prv = self.tokens, self.nxt, self.prv
         end = len(tokens)
-        gained: dict[int, None] = {}
         made = 0
         for pos in positions:
             if tokens[pos] != a:
@@ -284,33 +275,31 @@ class _LongWord:
                 change[x_left | a_id] -= n
                 q = x_left | c
                 change[q] += n
-                _add_position(sites, q, p, code)
-                gained[q] = None
+                _add_site(sites, q, base | p)
             k = nxt[j]
             if k != end:
                 y_id = ord(tokens[k])
                 change[b_left | y_id] -= n
                 q = c_left | y_id
                 change[q] += n
-                _add_position(sites, q, pos, code)
-                gained[q] = None
+                _add_site(sites, q, base | pos)
                 prv[k] = pos
             tokens[pos] = new
             tokens[j] = None
             nxt[pos] = k
             made += 1
-        return list(gained), made
+        return made
 
 
-def _add_position(index: dict[int, int | array], key: int, position: int, typecode: str) -> None:
-    """Add `position` to `index[key]`: a bare number while it is the only one, then an array of them."""
-    found = index.get(key)
+def _add_site(sites: dict[int, int | array], pair_id: int, site: int) -> None:
+    """Add a site to a pair's entry: a bare number while it is the only one, then an array."""
+    found = sites.get(pair_id)
     if found is None:
-        index[key] = position
+        sites[pair_id] = site
     elif found.__class__ is int:
-        index[key] = array(typecode, (found, position))
+        sites[pair_id] = array(_SITES, (found, site))
     else:
-        found.append(position)
+        found.append(site)
 
 
 class _Shard:
@@ -319,8 +308,10 @@ class _Shard:
     Words of up to `_LONG` tokens are strings indexed by `where`: a word is listed under a pair once
     per occurrence when the pair appears, and stays listed when a merge takes the pair apart; merge
     skips such stale entries and repeats, since the first visit merges every occurrence. An entry
-    is a tuple of word numbers, or one bare number (see `_compact`). Longer words are `_LongWord`s
-    indexed by `long_where`.
+    is a tuple of word numbers, or one bare number (see `_compact`). Longer words are `_LongWord`s;
+    `long_sites` maps each pair to the places where it starts in them (see `_SITE_SHIFT`),
+    append-only too: a site whose pair changed since is skipped, and as a position's pair only
+    ever grows, it never comes back to a pair it has left.
     """
 
     def __init__(self, words: list[str], counts: list[int], long: int | None = None):
@@ -331,7 +322,7 @@ class _Shard:
         self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > long}
         for i in self.long_words:
             words[i] = ""
-        self.long_where: dict[int, int | array] = {}  # pair -> the long words holding it (see _add_position)
+        self.long_sites: dict[int, int | array] = {}  # pair -> its sites in long words (see _SITE_SHIFT)
 
     def count_pairs(self) -> dict[int, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count)."""
@@ -345,12 +336,23 @@ class _Shard:
         compact = self.where
         for pair in list(where):  # each list is freed as soon as it is copied
             compact[_pair_id(pair)] = _compact(where.pop(pair))
+        long_sites = self.long_sites
         for i, long_word in self.long_words.items():
             n = counts[i]
-            for pair_id, found in long_word.sites.items():
-                sites = 1 if found.__class__ is int else len(found)
-                pair_counts[pair_id] = pair_counts.get(pair_id, 0) + n * sites
-                _add_position(self.long_where, pair_id, i, _WORD_NUMBER)
+            word = "".join(long_word.tokens)  # no merge has been made yet
+            by_pair: dict[str, list[int]] = defaultdict(list)
+            for site, pair in enumerate(map(str.__add__, word, word[1:]), start=i << _SITE_SHIFT):
+                by_pair[pair].append(site)
+            for pair, sites in by_pair.items():
+                pair_id = _pair_id(pair)
+                pair_counts[pair_id] = pair_counts.get(pair_id, 0) + n * len(sites)
+                found = long_sites.get(pair_id)
+                if found is None:
+                    long_sites[pair_id] = sites[0] if len(sites) == 1 else array(_SITES, sites)
+                elif found.__class__ is int:
+                    long_sites[pair_id] = array(_SITES, [found, *sites])
+                else:
+                    found.extend(sites)
         return pair_counts
 
     def merge(self, pair_id: int, new: str) -> tuple[dict[int, int], int]:
@@ -435,12 +437,16 @@ class _Shard:
             gained = c_left | c
             change[gained] = n
             where[gained] = _compact(adjacent)
-        found = self.long_where.pop(pair_id, ())
-        for i in (found,) if found.__class__ is int else found:
-            gained_pairs, made = self.long_words[i].merge(pair_id, new, self.counts[i], change)
-            shrink += self.counts[i] * made
-            for p in gained_pairs:
-                _add_position(self.long_where, p, i, _WORD_NUMBER)
+        found = self.long_sites.pop(pair_id, None)
+        if found is not None:
+            # By word, and left to right in each, so that overlapping occurrences merge as
+            # str.replace would.
+            sites = (found,) if found.__class__ is int else sorted(found)
+            for i, group in groupby(sites, key=_SITE_SHIFT.__rrshift__):  # site >> 32: the word
+                n = self.counts[i]
+                positions = map(_POSITION.__and__, group)
+                made = self.long_words[i].merge(positions, pair_id, new, n, change, self.long_sites, i << _SITE_SHIFT)
+                shrink += n * made
         change.pop(pair_id, None)
         return change, shrink
 
