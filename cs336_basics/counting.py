@@ -16,6 +16,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from functools import partial
 from itertools import islice
 
 from cs336_basics import allocator, executors, patterns, sources
@@ -61,13 +62,14 @@ def count_units(
 
 def count_units_packed(units: Sequence[sources.WorkUnit], block_size: int = COUNT_BLOCK_SIZE) -> tuple[int, PackedCounts]:
     """(bytes read, packed pre-token counts) of some work units; this runs in a worker."""
-    size, counts = count_units(units, block_size, _add_progress if _progress is not None else None)
+    size, counts = count_units(units, block_size, partial(_add_to, _progress) if _progress is not None else None)
     return size, pack_counts(counts)
 
 
-def _add_progress(n: int) -> None:
-    with _progress.get_lock():
-        _progress.value += n
+def _add_to(progress, n: int) -> None:
+    """Add n bytes read to a counter shared between processes."""
+    with progress.get_lock():
+        progress.value += n
 
 
 def pack_counts(counts: dict[str, int]) -> PackedCounts:
@@ -179,8 +181,7 @@ def count_pretokens(
             on_progress(max(done, progress.value if progress is not None else 0))
 
     def read_here(n: int) -> None:
-        with progress.get_lock():
-            progress.value += n
+        _add_to(progress, n)
         report()
 
     # The packed tables are kept as they come and added up only once the workers are gone: the dict

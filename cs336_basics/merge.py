@@ -95,7 +95,7 @@ def train_merges(
         del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
         for k, remote in enumerate(remotes, start=1):
             remote.start(words[k::num_shards], counts[k::num_shards], _LONG)
-        local = _Shard(_as_chars(words[::num_shards]), counts[::num_shards])
+        local = _Shard(words[::num_shards], counts[::num_shards])
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
@@ -106,11 +106,6 @@ def train_merges(
             remote.close()
         if gc_was_enabled:
             gc.enable()
-
-
-def _as_chars(words: list[bytes]) -> list[str]:
-    """Pre-tokens as strings with one character per token: the byte tokens' ids are the bytes."""
-    return [word.decode("latin-1") for word in words]
 
 
 def _merge_loop(
@@ -314,19 +309,22 @@ class _Shard:
     ever grows, it never comes back to a pair it has left.
     """
 
-    def __init__(self, words: list[str], counts: list[int], long: int | None = None):
-        self.words = words
+    def __init__(self, words: list[bytes], counts: list[int], long: int | None = None):
+        """`words` are pre-tokens in UTF-8: each becomes a string with one character per token
+        (the byte tokens' ids are the bytes), made here, in the shard's own process."""
+        self.words = [word.decode("latin-1") for word in words]
         self.counts = counts
         self.where: dict[int, int | tuple[int, ...]] = {}
         long = _LONG if long is None else long
-        self.long_words = {i: _LongWord(word) for i, word in enumerate(words) if len(word) > long}
-        for i in self.long_words:
-            words[i] = ""
+        self.long_words = {i: _LongWord(word) for i, word in enumerate(self.words) if len(word) > long}
         self.long_sites: dict[int, int | array] = {}  # pair -> its sites in long words (see _SITE_SHIFT)
 
     def count_pairs(self) -> dict[int, int]:
-        """Build the index and return how often each adjacent pair occurs (overlaps count)."""
+        """Build the index and return how often each adjacent pair occurs (overlaps count); once,
+        before any merge."""
         words, counts = self.words, self.counts
+        for i in self.long_words:  # counted below, from their tokens
+            words[i] = ""
         where: dict[str, list[int]] = defaultdict(list)
         for i, word in enumerate(words):
             for pair in map(str.__add__, word, word[1:]):
@@ -490,7 +488,7 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
     allocator.return_large_blocks_at_once()
     try:
         words, counts, long = inbox.recv()
-        shard = _Shard(_as_chars(words), counts, long)
+        shard = _Shard(words, counts, long)
         del words
         outbox.send(shard.count_pairs())
         while True:

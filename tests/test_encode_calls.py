@@ -1,8 +1,8 @@
 """How `Tokenizer.encode` hands chunks to the cache, against the slow reference encoder.
 
 `Tokenizer._encode_packed` gives `EncodeCache.encode` the chunks of a few documents (and the
-special tokens between them) at a time, `bpe._CHUNKS_PER_CALL` at most unless one document holds
-more (a tokenizer without special tokens cuts the text's chunks into calls of that size). `EncodeCache.encode` looks every chunk up, then either patches the few missing ones in place
+special tokens between them) at a time, at most `bpe._CHUNKS_PER_CALL` (a longer run of chunks is
+cut into calls of that size). `EncodeCache.encode` looks every chunk up, then either patches the few missing ones in place
 or, when many miss, joins through the dict of computed ones. Each of these is checked here on
 generated text and chunk lists: per call sizes down to one chunk, lists with no miss, a few, and
 many, repeated chunks and chunks met only in the old generation.
