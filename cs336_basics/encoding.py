@@ -17,6 +17,9 @@ because every merge's parts are single bytes or tokens made by earlier merges (c
 is built): the tokens a merge makes can only take part in later merges, so the next lowest pair is
 the next occurrence of the same pair.
 
+BPE never merges across a place in a word where no merge joins the bytes on either side, so a word
+can be cut there and its parts merged apart; parts repeat far more than words (see `merge_words`).
+
 Text is encoded through `EncodeCache`: all of a text's chunks are looked up at once, and only the
 distinct ones missing are computed, together (see `EncodeCache.encode`). Ids travel as bytes
 (native 16 or 32-bit unsigned ints, see `id_packing`) from the cache to the output, so a text's
@@ -43,11 +46,16 @@ class MergeTable:
     byte_chars: a `str.translate` table from each byte value (as a Latin-1 code point) to its token.
     pair_rank:  the two id-characters of each merge -> the merge's rank (its position in the list).
     merged:     rank -> (the pair, the id-character of the merged token).
+    joins:      the byte tokens' id-characters on either side of each merge's junction (the last
+                byte of its left part, the first of its right part); see `merge_words`.
+    separator:  a character that is no token's id-character.
     """
 
     byte_chars: dict[int, str]
     pair_rank: dict[str, int]
     merged: list[tuple[str, str]]
+    joins: frozenset[str]
+    separator: str
 
 
 def build_merge_table(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> MergeTable:
@@ -77,7 +85,10 @@ def build_merge_table(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
         pair = chr(ids[left]) + chr(ids[right])
         pair_rank.setdefault(pair, rank)  # a repeated merge can never apply again
         merged.append((pair, chr(ids[left + right])))
-    return MergeTable(byte_chars, pair_rank, merged)
+    joins = frozenset(byte_chars[left[-1]] + byte_chars[right[0]] for left, right in merges)
+    last_id = max(ids.values(), default=255)
+    separator = chr(last_id + 1) if last_id < sys.maxunicode else ""
+    return MergeTable(byte_chars, pair_rank, merged, joins, separator)
 
 
 # Up to this many tokens a pre-token is merged one pair at a time; longer ones by `str.replace`.
@@ -176,6 +187,31 @@ def _bpe_long(word: str, table: MergeTable) -> str:
                     sites[q] = [p]
                     push(ranks, r)
     return "".join(t for t in tokens if t is not None)
+
+
+def merge_words(words: list[str], table: MergeTable) -> list[str]:
+    """`merge_chars` of each word, for many words at once: each word is cut where no token can
+    span, and each distinct part is merged once.
+
+    A token spans a place between two bytes only if some merge joined them: the merge that made
+    the smallest token holding both has the one on its left part's end and the other on its right
+    part's start, a pair in `table.joins`. Elsewhere BPE never merges across, so a word's tokens
+    are those of its parts, one after the other. Parts repeat across words far more than words
+    do (the bytes of the characters of a script that few merges cover, say, or the phrases of
+    documents taken whole with pattern "none").
+    """
+    separator = table.separator
+    if not separator or len(words) < 2:
+        return [merge_chars(word, table) for word in words]
+    # The words joined by a separator, which joins nothing, then cut at every place not joined.
+    text = separator.join(words)
+    joined = map(table.joins.__contains__, map(str.__add__, text, text[1:]))
+    cuts = [0, *compress(count(1), map(not_, joined)), len(text)]
+    parts = list(map(text.__getitem__, map(slice, cuts, cuts[1:])))
+    merged = dict.fromkeys(parts)
+    for part in merged:
+        merged[part] = merge_chars(part, table)
+    return "".join(map(merged.__getitem__, parts)).split(separator)
 
 
 def id_packing(max_id: int) -> tuple[str, str]:
@@ -299,8 +335,14 @@ class EncodeCache(dict):
                 keep[piece] = value
             ids[piece] = value
         table, codec = self._table, self._codec
-        for piece in new:
-            ids[piece] = keep[piece] = merge_chars(self._byte_chars(piece), table).encode(codec, "surrogatepass")
+        # Long or non-ASCII pre-tokens are merged in parts (see `merge_words`). Short ASCII ones
+        # have few places that no token spans, so they are merged one by one.
+        by_parts = list(map(_by_parts, new))
+        alone, together = list(compress(new, map(not_, by_parts))), list(compress(new, by_parts))
+        tokens = [merge_chars(word, table) for word in map(self._byte_chars, alone)]
+        tokens += merge_words(list(map(self._byte_chars, together)), table)
+        for piece, token_chars in zip(alone + together, tokens):
+            ids[piece] = keep[piece] = token_chars.encode(codec, "surrogatepass")
         self._keep_all(keep)
         if self._learned is not None:
             self._learned.update(zip(new, map(ids.__getitem__, new)))
@@ -361,6 +403,11 @@ class EncodeCache(dict):
         """A pre-token's bytes as the id-characters of the byte tokens."""
         word = piece if piece.isascii() else piece.encode("utf-8").decode("latin-1")
         return word.translate(self._table.byte_chars)
+
+
+def _by_parts(piece: str) -> bool:
+    """Whether a pre-token is worth cutting into parts before BPE (see `merge_words`)."""
+    return len(piece) > _SHORT or not piece.isascii()
 
 
 class _Junctions(dict):

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.encoding import bpe, build_merge_table
+from cs336_basics.encoding import bpe, build_merge_table, merge_chars, merge_words
 from cs336_basics.patterns import regex_string
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
@@ -163,6 +163,66 @@ def test_bpe_follows_the_merges_even_where_a_token_does_not_encode_to_itself(wor
     assert bpe(word.encode(), table) == tuple(ids[t] for t in expected)
     tokenizer = Tokenizer(vocab, merges)
     assert tokenizer.encode(word) == reference_encode(word, vocab, merges, [])
+
+
+@st.composite
+def merges_and_words(draw):
+    """Merges drawn at random over the bytes of a few characters (each part a byte or an earlier
+    merge's token, sometimes the same token twice), so that many pairs of bytes are joined by no
+    merge; and words over the same characters, some long."""
+    alphabet = draw(st.sampled_from(["abc", "abcde", "aé中", "ab\n "]))
+    tokens = sorted({bytes([b]) for b in "".join(alphabet).encode()})
+    merges = []
+    for _ in range(draw(st.integers(0, 25))):
+        left, right = draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens))
+        merges.append((left, right))
+        tokens.append(left + right)
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in dict.fromkeys(left + right for left, right in merges):
+        vocab[len(vocab)] = token
+    word = st.text(alphabet=alphabet, min_size=1, max_size=12) | st.text(alphabet=alphabet, min_size=60, max_size=200)
+    return vocab, merges, draw(st.lists(word, max_size=12))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(merges_and_words())
+def test_words_merged_in_parts_get_the_tokens_of_the_whole(case):
+    """`merge_words` cuts words where no merge joins the bytes on either side; the tokens are those
+    of BPE on each whole word (tiktoken's rule, written out here by the list of merges)."""
+    vocab, merges, words = case
+    table = build_merge_table(vocab, merges)
+    rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+    ids = {token: i for i, token in vocab.items()}
+    expected = []
+    for word in words:
+        tokens = tuple(bytes([b]) for b in word.encode())
+        while len(tokens) > 1:
+            pairs = [p for p in zip(tokens, tokens[1:]) if p in rank]
+            if not pairs:
+                break
+            tokens = merge_word(tokens, min(pairs, key=rank.__getitem__))
+        expected.append("".join(chr(ids[t]) for t in tokens))
+    chars = [word.encode().decode("latin-1").translate(table.byte_chars) for word in words]
+    assert merge_words(chars, table) == expected
+    assert [merge_chars(word, table) for word in chars] == expected
+
+
+def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
+    """Cutting is what saves the time: no merge joins "x" and "y", so the words are cut there and
+    share their parts, each merged once."""
+    from cs336_basics import encoding
+
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"a", b"b"), (b"ab", b"x"), (b"y", b"a")]
+    for a, b in merges:
+        vocab[len(vocab)] = a + b
+    table = build_merge_table(vocab, merges)
+    assert table.joins == {"ab", "bx", "ya"}
+    merged = []
+    monkeypatch.setattr(encoding, "merge_chars", lambda word, table: merged.append(word) or merge_chars(word, table))
+    # "yab" is [y][ab]: (a, b) comes first, and (y, ab) is no merge.
+    assert merge_words(["abxyab", "abxyabxy", "abx"], table) == ["\u0101y\u0100", "\u0101y\u0101y", "\u0101"]
+    assert sorted(merged) == sorted(["abx", "yab", "yabx", "y", table.separator])
 
 
 def test_pre_tokens_of_a_new_chunk_come_from_the_old_generation(trained):
