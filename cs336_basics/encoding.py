@@ -189,7 +189,7 @@ def _bpe_long(word: str, table: MergeTable) -> str:
     return "".join(t for t in tokens if t is not None)
 
 
-def merge_words(words: list[str], table: MergeTable) -> list[str]:
+def merge_words(words: list[str], table: MergeTable, known: dict[str, str] | None = None) -> list[str]:
     """`merge_chars` of each word, for many words at once: each word is cut where no token can
     span, and each distinct part is merged once.
 
@@ -199,18 +199,27 @@ def merge_words(words: list[str], table: MergeTable) -> list[str]:
     are those of its parts, one after the other. Parts repeat across words far more than words
     do (the bytes of the characters of a script that few merges cover, say, or the phrases of
     documents taken whole with pattern "none").
+
+    `known`, if given, maps parts merged before to their tokens: parts found there are not merged
+    again, and those merged here (of up to `_SHORT` characters) are added to it.
     """
     separator = table.separator
-    if not separator or len(words) < 2:
+    if not separator or not words:
         return [merge_chars(word, table) for word in words]
     # The words joined by a separator, which joins nothing, then cut at every place not joined.
     text = separator.join(words)
     joined = map(table.joins.__contains__, map(str.__add__, text, text[1:]))
     cuts = [0, *compress(count(1), map(not_, joined)), len(text)]
     parts = list(map(text.__getitem__, map(slice, cuts, cuts[1:])))
-    merged = dict.fromkeys(parts)
-    for part in merged:
+    merged: dict[str, str | None] = dict.fromkeys(parts)
+    if known:
+        for part in merged.keys() & known.keys():
+            merged[part] = known[part]
+    new = [part for part, tokens in merged.items() if tokens is None]
+    for part in new:
         merged[part] = merge_chars(part, table)
+    if known is not None:
+        known.update((part, merged[part]) for part in new if len(part) <= _SHORT)
     return "".join(map(merged.__getitem__, parts)).split(separator)
 
 
@@ -242,7 +251,8 @@ class EncodeCache(dict):
     Memory stays bounded: when `max_entries` are held, they become the *old* generation and a new
     one starts; an entry found in the old generation moves to the new one, so what text uses
     often survives, and what it stopped using is dropped a generation later. Keys longer than
-    `max_key_length` are not kept.
+    `max_key_length` are not kept. The parts of long and non-ASCII pre-tokens (see `merge_words`)
+    are kept apart, up to `max_entries` of them, then dropped all at once.
     """
 
     def __init__(
@@ -264,6 +274,7 @@ class EncodeCache(dict):
         self._max_entries = max_entries
         self._max_key_length = max_key_length
         self._learned: dict[str, bytes] | None = None
+        self._parts: dict[str, str] = {}  # parts of pre-tokens merged so far (see `merge_words`)
         if self._pretokenizer is not None:
             self._junctions = _Junctions(self._pretokenizer)
 
@@ -340,7 +351,9 @@ class EncodeCache(dict):
         by_parts = list(map(_by_parts, new))
         alone, together = list(compress(new, map(not_, by_parts))), list(compress(new, by_parts))
         tokens = [merge_chars(word, table) for word in map(self._byte_chars, alone)]
-        tokens += merge_words(list(map(self._byte_chars, together)), table)
+        tokens += merge_words(list(map(self._byte_chars, together)), table, self._parts)
+        if len(self._parts) > self._max_entries:  # bounded like the cache, more bluntly
+            self._parts.clear()
         for piece, token_chars in zip(alone + together, tokens):
             ids[piece] = keep[piece] = token_chars.encode(codec, "surrogatepass")
         self._keep_all(keep)

@@ -64,6 +64,7 @@ def test_batches_match_the_reference_through_cache_rollovers(trained, texts, cac
         assert tokenizer.encode(text) == reference(text, tokenizer, specials)
     cache = tokenizer._cache
     assert len(cache) <= cache_size and len(cache._old) <= cache_size
+    assert len(cache._parts) <= cache_size
     assert not set(cache) & set(specials), "special tokens are never stored"
 
 
@@ -205,6 +206,10 @@ def test_words_merged_in_parts_get_the_tokens_of_the_whole(case):
     chars = [word.encode().decode("latin-1").translate(table.byte_chars) for word in words]
     assert merge_words(chars, table) == expected
     assert [merge_chars(word, table) for word in chars] == expected
+    known: dict[str, str] = {}  # parts merged by an earlier call are taken from it
+    merge_words(chars[: len(chars) // 2], table, known)
+    assert merge_words(chars, table, known) == expected
+    assert all(len(part) <= 64 and merge_chars(part, table) == tokens for part, tokens in known.items())
 
 
 def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
@@ -223,6 +228,14 @@ def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
     # "yab" is [y][ab]: (a, b) comes first, and (y, ab) is no merge.
     assert merge_words(["abxyab", "abxyabxy", "abx"], table) == ["\u0101y\u0100", "\u0101y\u0101y", "\u0101"]
     assert sorted(merged) == sorted(["abx", "yab", "yabx", "y", table.separator])
+    known = {"abx": "\u0101", "y": "y", "yabx": "?"}  # what is known is not merged again
+    merged.clear()
+    assert merge_words(["abxyabx", "yab"], table, known) == ["\u0101?", "y\u0100"]
+    assert sorted(merged) == sorted(["yab", table.separator]) and known["yab"] == "y\u0100"
+    runs = build_merge_table({**{i: bytes([i]) for i in range(256)}, 256: b"aa"}, [(b"a", b"a")])
+    known = {}
+    assert merge_words(["a" * 65, "a" * 64], runs, known) == ["\u0100" * 32 + "a", "\u0100" * 32]
+    assert "a" * 64 in known and "a" * 65 not in known  # long parts are not kept
 
 
 def test_pre_tokens_of_a_new_chunk_come_from_the_old_generation(trained):
