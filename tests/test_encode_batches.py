@@ -236,6 +236,9 @@ def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
     known = {}
     assert merge_words(["a" * 65, "a" * 64], runs, known) == ["\u0100" * 32 + "a", "\u0100" * 32]
     assert "a" * 64 in known and "a" * 65 not in known  # long parts are not kept
+    top = build_merge_table({**{i: bytes([i]) for i in range(256)}, 0x10FFFF: b"ab"}, [(b"a", b"b")])
+    assert top.separator == ""  # every character may be an id: each word is merged whole
+    assert merge_words(["ab", "xab"], top, {}) == ["\U0010ffff", "x\U0010ffff"]
 
 
 def test_pre_tokens_of_a_new_chunk_come_from_the_old_generation(trained):
