@@ -234,11 +234,34 @@ def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
     assert sorted(merged) == sorted(["yab", table.separator]) and known["yab"] == "y\u0100"
     runs = build_merge_table({**{i: bytes([i]) for i in range(256)}, 256: b"aa"}, [(b"a", b"a")])
     known = {}
-    assert merge_words(["a" * 65, "a" * 64], runs, known) == ["\u0100" * 32 + "a", "\u0100" * 32]
+    word = "a" * 65 + "b" + "a" * 64 + "b"  # cut after each "a" run: "ab" is not joined
+    assert merge_words([word], runs, known) == ["\u0100" * 32 + "ab" + "\u0100" * 32 + "b"]
     assert "a" * 64 in known and "a" * 65 not in known  # long parts are not kept
+    known = {}
+    assert merge_words(["aab", "aa", "aaa"], runs, known) == ["\u0100b", "\u0100", "\u0100a"]
+    assert not known  # hardly cut (4 parts for 3 words): each word merged whole
     top = build_merge_table({**{i: bytes([i]) for i in range(256)}, 0x10FFFF: b"ab"}, [(b"a", b"b")])
     assert top.separator == ""  # every character may be an id: each word is merged whole
     assert merge_words(["ab", "xab"], top, {}) == ["\U0010ffff", "x\U0010ffff"]
+
+
+def test_non_ascii_pre_tokens_are_cut_when_few_merges_join_their_bytes(trained):
+    """Merges learned on English text join few (UTF-8 lead byte, continuation byte) pairs, so
+    non-ASCII pre-tokens are cut; once 1/8 of those pairs are joined, they are merged whole."""
+    vocab, merges = trained
+    assert build_merge_table(vocab, merges).cut_non_ascii
+    byte_merges = [(bytes([lead]), bytes([b])) for lead in range(0xC2, 0xC8) for b in range(0x80, 0xC0)]
+    def table_of(merges):
+        vocab = {i: bytes([i]) for i in range(256)}
+        for a, b in merges:
+            vocab[len(vocab)] = a + b
+        return build_merge_table(vocab, merges)
+    assert len(byte_merges) == 384 < 3264 / 8 < 384 + 64
+    assert table_of(byte_merges).cut_non_ascii
+    assert not table_of(byte_merges + [(b"\xc8", bytes([b])) for b in range(0x80, 0xC0)]).cut_non_ascii
+    tokenizer = Tokenizer(vocab, merges)
+    tokenizer.encode("Straße über 中文 Straße")
+    assert len(tokenizer._cache._parts) > 3  # the parts of the non-ASCII pre-tokens
 
 
 def test_pre_tokens_of_a_new_chunk_come_from_the_old_generation(trained):
