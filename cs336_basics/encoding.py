@@ -266,8 +266,8 @@ class EncodeCache(dict):
     Memory stays bounded: when `max_entries` are held, they become the *old* generation and a new
     one starts; an entry found in the old generation moves to the new one, so what text uses
     often survives, and what it stopped using is dropped a generation later. Keys longer than
-    `max_key_length` are not kept. The parts of long and non-ASCII pre-tokens (see `merge_words`)
-    are kept apart, up to `max_entries` of them, then dropped all at once.
+    `max_key_length` are not kept. The parts of pre-tokens merged in parts (see `merge_words`) are
+    kept apart, up to `max_entries` of them, then dropped all at once.
     """
 
     def __init__(

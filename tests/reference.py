@@ -112,7 +112,7 @@ def reference_encode(
     """Encode as SPEC.md says: specials (longest first), pre-tokens (GPT-2's by default; see
     `reference_pretokens`), merges lowest rank first."""
     ids = {token: i for i, token in vocab.items()}
-    rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+    rank = merge_ranks(merges)
     out: list[int] = []
     if special_tokens:
         specials = "(" + "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)) + ")"
@@ -124,14 +124,25 @@ def reference_encode(
             out.append(ids[part.encode("utf-8")])
             continue
         for pretoken in reference_pretokens(part, pattern):
-            word = tuple(bytes([b]) for b in pretoken.encode("utf-8"))
-            while len(word) > 1:
-                candidates = [pair for pair in zip(word, word[1:]) if pair in rank]
-                if not candidates:
-                    break
-                word = merge_word(word, min(candidates, key=rank.__getitem__))
-            out.extend(ids[token] for token in word)
+            out.extend(ids[token] for token in reference_bpe(pretoken.encode("utf-8"), rank))
     return out
+
+
+def merge_ranks(merges: list[tuple[bytes, bytes]]) -> dict[tuple[bytes, bytes], int]:
+    """Each merge's rank, its first position in the list."""
+    return {pair: r for r, pair in reversed(list(enumerate(merges)))}
+
+
+def reference_bpe(data: bytes, rank: dict[tuple[bytes, bytes], int]) -> tuple[bytes, ...]:
+    """The tokens of one pre-token: merge the lowest-ranked adjacent pair (see `merge_ranks`),
+    leftmost first, until no pair is a merge."""
+    word = tuple(bytes([b]) for b in data)
+    while len(word) > 1:
+        candidates = [pair for pair in zip(word, word[1:]) if pair in rank]
+        if not candidates:
+            break
+        word = merge_word(word, min(candidates, key=rank.__getitem__))
+    return word
 
 
 def write_gpt2_files(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], vocab_path, merges_path) -> None:

@@ -21,7 +21,7 @@ from cs336_basics.encoding import bpe, build_merge_table, merge_chars, merge_wor
 from cs336_basics.patterns import regex_string
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
-from tests.reference import merge_word, reference_encode
+from tests.reference import merge_ranks, reference_bpe, reference_encode
 
 EOT = "<|endoftext|>"
 EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 0)) or 150
@@ -137,14 +137,19 @@ def test_encode_file_with_workers_writes_the_packed_ids(tmp_path, trained, first
 # --- BPE on one pre-token, against merging by the list of merges ----------------------------------
 
 
+def vocabulary_of(merges: list[tuple[bytes, bytes]]) -> dict[int, bytes]:
+    """The 256 bytes, then each token the merges make (once, where a merge makes it again)."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in dict.fromkeys(left + right for left, right in merges):
+        vocab[len(vocab)] = token
+    return vocab
+
+
 def planted_vocabulary():
     """Merges where a token does not encode to itself: "abc" is made from ("ab", "c"), but on the
     bytes "abc" the earlier merge ("b", "c") wins, leaving ("a", "bc"), which is no merge."""
-    vocab = {i: bytes([i]) for i in range(256)}
     merges = [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c"), (b"c", b"c"), (b"a", b"a")]
-    for a, b in merges:
-        vocab[len(vocab)] = a + b
-    return vocab, merges
+    return vocabulary_of(merges), merges
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -153,13 +158,7 @@ def test_bpe_follows_the_merges_even_where_a_token_does_not_encode_to_itself(wor
     vocab, merges = planted_vocabulary()
     table = build_merge_table(vocab, merges)
     assert bpe(b"abc", table) == (ord("a"), 256)  # not the token "abc" (258)
-    expected = tuple(bytes([b]) for b in word.encode())
-    rank = {pair: r for r, pair in enumerate(merges)}
-    while len(expected) > 1:
-        pairs = [p for p in zip(expected, expected[1:]) if p in rank]
-        if not pairs:
-            break
-        expected = merge_word(expected, min(pairs, key=rank.__getitem__))
+    expected = reference_bpe(word.encode(), merge_ranks(merges))
     ids = {t: i for i, t in vocab.items()}
     assert bpe(word.encode(), table) == tuple(ids[t] for t in expected)
     tokenizer = Tokenizer(vocab, merges)
@@ -178,9 +177,7 @@ def merges_and_words(draw):
         left, right = draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens))
         merges.append((left, right))
         tokens.append(left + right)
-    vocab = {i: bytes([i]) for i in range(256)}
-    for token in dict.fromkeys(left + right for left, right in merges):
-        vocab[len(vocab)] = token
+    vocab = vocabulary_of(merges)
     word = st.text(alphabet=alphabet, min_size=1, max_size=12) | st.text(alphabet=alphabet, min_size=60, max_size=200)
     return vocab, merges, draw(st.lists(word, max_size=12))
 
@@ -192,17 +189,9 @@ def test_words_merged_in_parts_get_the_tokens_of_the_whole(case):
     of BPE on each whole word (tiktoken's rule, written out here by the list of merges)."""
     vocab, merges, words = case
     table = build_merge_table(vocab, merges)
-    rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+    rank = merge_ranks(merges)
     ids = {token: i for i, token in vocab.items()}
-    expected = []
-    for word in words:
-        tokens = tuple(bytes([b]) for b in word.encode())
-        while len(tokens) > 1:
-            pairs = [p for p in zip(tokens, tokens[1:]) if p in rank]
-            if not pairs:
-                break
-            tokens = merge_word(tokens, min(pairs, key=rank.__getitem__))
-        expected.append("".join(chr(ids[t]) for t in tokens))
+    expected = ["".join(chr(ids[t]) for t in reference_bpe(word.encode(), rank)) for word in words]
     chars = [word.encode().decode("latin-1").translate(table.byte_chars) for word in words]
     assert merge_words(chars, table) == expected
     assert [merge_chars(word, table) for word in chars] == expected
@@ -217,11 +206,8 @@ def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
     share their parts, each merged once."""
     from cs336_basics import encoding
 
-    vocab = {i: bytes([i]) for i in range(256)}
     merges = [(b"a", b"b"), (b"ab", b"x"), (b"y", b"a")]
-    for a, b in merges:
-        vocab[len(vocab)] = a + b
-    table = build_merge_table(vocab, merges)
+    table = build_merge_table(vocabulary_of(merges), merges)
     assert table.joins == {"ab", "bx", "ya"}
     merged = []
     monkeypatch.setattr(encoding, "merge_chars", lambda word, table: merged.append(word) or merge_chars(word, table))
@@ -232,7 +218,7 @@ def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
     merged.clear()
     assert merge_words(["abxyabx", "yab"], table, known) == ["\u0101?", "y\u0100"]
     assert sorted(merged) == sorted(["yab", table.separator]) and known["yab"] == "y\u0100"
-    runs = build_merge_table({**{i: bytes([i]) for i in range(256)}, 256: b"aa"}, [(b"a", b"a")])
+    runs = build_merge_table(vocabulary_of([(b"a", b"a")]), [(b"a", b"a")])
     known = {}
     word = "a" * 65 + "b" + "a" * 64 + "b"  # cut after each "a" run: "ab" is not joined
     assert merge_words([word], runs, known) == ["\u0100" * 32 + "ab" + "\u0100" * 32 + "b"]
@@ -251,14 +237,10 @@ def test_non_ascii_pre_tokens_are_cut_when_few_merges_join_their_bytes(trained):
     vocab, merges = trained
     assert build_merge_table(vocab, merges).cut_non_ascii
     byte_merges = [(bytes([lead]), bytes([b])) for lead in range(0xC2, 0xC8) for b in range(0x80, 0xC0)]
-    def table_of(merges):
-        vocab = {i: bytes([i]) for i in range(256)}
-        for a, b in merges:
-            vocab[len(vocab)] = a + b
-        return build_merge_table(vocab, merges)
+    more = byte_merges + [(b"\xc8", bytes([b])) for b in range(0x80, 0xC0)]
     assert len(byte_merges) == 384 < 3264 / 8 < 384 + 64
-    assert table_of(byte_merges).cut_non_ascii
-    assert not table_of(byte_merges + [(b"\xc8", bytes([b])) for b in range(0x80, 0xC0)]).cut_non_ascii
+    assert build_merge_table(vocabulary_of(byte_merges), byte_merges).cut_non_ascii
+    assert not build_merge_table(vocabulary_of(more), more).cut_non_ascii
     tokenizer = Tokenizer(vocab, merges)
     tokenizer.encode("Straße über 中文 Straße")
     assert len(tokenizer._cache._parts) > 3  # the parts of the non-ASCII pre-tokens
