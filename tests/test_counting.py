@@ -96,8 +96,10 @@ def test_progress_counts_the_bytes_this_process_reads_as_it_reads_them(tmp_path)
     seen: list[int] = []
     counting.count_pretokens(units, num_workers=2, task_size=size // 2 + 1, block_size=64, on_progress=seen.append)
     assert seen == sorted(seen) and seen[-1] == size
-    # This process reads half the corpus, 64 bytes at a time, and reports each block.
-    assert len([n for n in seen if n < size // 2]) >= size // 2 // 64 // 2
+    # This process reads half the corpus, 64 bytes at a time, and reports each block, each time
+    # with a larger figure. (How many of those figures fall below half the corpus depends on how
+    # far the worker, which adds to the same count, has got meanwhile: do not assert on that.)
+    assert len(set(seen)) >= size // 2 // 64 // 2
 
 
 @settings(max_examples=100, deadline=None)
