@@ -116,12 +116,36 @@ def _merge_loop(
     on_merge: Callable[[int], None] | None,
     merge_log: list[tuple[int, int]] | None,
 ) -> list[tuple[bytes, bytes]]:
+    """Choose and make the merges. With remote shards, the next pair is usually chosen before their
+    changes for the last merge are in (see `_Unheard`), so that they merge it while this process
+    merges its own words, rather than each waiting for the other."""
     token_bytes = [bytes([i]) for i in range(256)]
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = _PairQueue(pair_counts, token_key)
     merges: list[tuple[bytes, bytes]] = []
+    unheard: _Unheard | None = None
+
+    def hear(merge: _Unheard) -> None:
+        """Add the remote shards' changes for `merge`; then it is done."""
+        gained, shrink = [], merge.shrink
+        for remote in remotes:
+            pairs, changes, remote_shrink = remote.receive()
+            gained += queue.apply(zip(pairs, changes))
+            shrink += remote_shrink
+        queue.file(gained)
+        if merge_log is not None:
+            merge_log.append((merge.count, shrink))
+        if on_merge is not None:
+            on_merge(merge.number)
+
     while len(merges) < num_merges:
         best = queue.pop_best()
+        if unheard is not None and (best is None or not unheard.cannot_change(*best)):
+            if best is not None:
+                queue.put_back(*best)
+            hear(unheard)
+            unheard = None
+            continue  # choose again, with every change in
         if best is None:
             break
         pair, count = best
@@ -134,17 +158,43 @@ def _merge_loop(
         for remote in remotes:
             remote.send_merge(pair, new)
         change, shrink = local.merge(pair, new)
-        gained = queue.apply(change)
-        for remote in remotes:
-            remote_change, remote_shrink = remote.receive()
-            gained += queue.apply(remote_change)
-            shrink += remote_shrink
+        gained = queue.apply(change.items())
         queue.file(gained)
-        if merge_log is not None:
-            merge_log.append((count, shrink))
-        if on_merge is not None:
-            on_merge(len(merges))
+        if unheard is not None:  # the remote shards have made that merge by now, or soon will
+            hear(unheard)
+        unheard = _Unheard(len(merges), pair, count, shrink, max(map(change.__getitem__, gained), default=0))
+        if not remotes:
+            hear(unheard)
+            unheard = None
+    if unheard is not None:
+        hear(unheard)
     return merges
+
+
+class _Unheard:
+    """A merge whose changes from the remote shards are not in yet, and what they may change.
+
+    In each word a merge of (a, b) into c takes away pairs (x, a) and (b, y) and makes pairs that
+    hold c; no other pair's count changes. The remote shards make each such pair at most once per
+    merge site, and they hold at most `count - shrink` of the merged pair's occurrences (this
+    process merged `shrink` of them, each taking one). So a pair holding c counts at most
+    `largest_new` (the largest count of such a pair this process made) plus `count - shrink`.
+    The best pair without the remote changes is the best with them if it counts more than that
+    (then it holds no c) and is neither (x, a) nor (b, y), which keep their counts otherwise.
+    """
+
+    __slots__ = ("number", "count", "shrink", "a", "b", "bound")
+
+    def __init__(self, number: int, pair: int, count: int, shrink: int, largest_new: int):
+        self.number, self.count, self.shrink = number, count, shrink
+        self.a, self.b = pair >> _SHIFT, pair & _RIGHT
+        self.bound = largest_new + count - shrink
+
+    def cannot_change(self, pair: int, count: int) -> bool:
+        """Whether the remote changes for this merge cannot keep `pair`, the best pair without
+        them, with `count`, from being the best."""
+        left, right = pair >> _SHIFT, pair & _RIGHT
+        return count > self.bound and left != self.b and right != self.a
 
 
 class _PairQueue:
@@ -182,17 +232,22 @@ class _PairQueue:
             elif n > 0:
                 waiting[n.bit_length()].append(pair)
 
-    def apply(self, change: dict[int, int]) -> list[int]:
-        """Add count changes; return the pairs that gained (new pairs, to be filed once all
-        shards' changes are in)."""
+    def apply(self, change: Iterable[tuple[int, int]]) -> list[int]:
+        """Add count changes, given as (pair, change) items; return the pairs that gained (new
+        pairs, to be filed)."""
         counts = self.counts
         get = counts.get
         gained = []
-        for p, d in change.items():
+        for p, d in change:
             counts[p] = get(p, 0) + d
             if d > 0:
                 gained.append(p)
         return gained
+
+    def put_back(self, pair: int, count: int) -> None:
+        """Undo `pop_best`, which returned (pair, count)."""
+        self.counts[pair] = count
+        self.file([pair])
 
     def pop_best(self) -> tuple[int, int] | None:
         """Remove and return the most frequent pair and its count, or None when no pair is left."""
@@ -480,6 +535,14 @@ def _wait_for(conn: Connection) -> None:
         _yield_cpu()
 
 
+def _answer(shard: _Shard, pair: int, new: str) -> tuple[array, array, int]:
+    """What a shard's process answers to a merge: the pairs whose counts changed, the changes, and
+    the shrink (see `_Shard.merge`). Arrays of ints pickle as their bytes, far faster to send and
+    to read than a dict."""
+    change, shrink = shard.merge(pair, new)
+    return array("q", change), array("q", change.values()), shrink
+
+
 def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
     """The loop of a shard's process: take the words, send the pair counts, then answer each merge
     with its changes, until told to stop (None) or the other end closes."""
@@ -496,7 +559,7 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
             message = inbox.recv()
             if message is None:
                 break
-            outbox.send(shard.merge(*message))
+            outbox.send(_answer(shard, *message))
     except EOFError:  # the process running the loop is gone
         pass
     outbox.close()
@@ -541,7 +604,7 @@ class _RemoteShard:
             pass
 
     def receive(self):
-        """The shard's next answer: its pair counts first, then `(changes, shrink)` for each merge."""
+        """The shard's next answer: its pair counts first, then `(pairs, changes, shrink)` for each merge."""
         try:
             _wait_for(self.outbox)
             return self.outbox.recv()

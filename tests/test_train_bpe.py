@@ -292,6 +292,73 @@ def test_merge_loop_shards_change_nothing(num_shards):
 # --- the merge loop split among processes ----------------------------------------------------------
 
 
+class InProcessShard:
+    """A stand-in for `merge._RemoteShard` that merges in this process, so that the loop's dealings
+    with its shards (the next pair chosen before their changes are in) can be checked on many
+    inputs fast. It answers in order, as the process would, and only what was asked."""
+
+    def start(self, words, counts, long):
+        from cs336_basics import merge
+
+        self.shard = merge._Shard(words, counts, long)
+        self.answers = [self.shard.count_pairs()]
+
+    def send_merge(self, pair, new):
+        from cs336_basics import merge
+
+        self.answers.append(merge._answer(self.shard, pair, new))
+
+    def receive(self):
+        return self.answers.pop(0)
+
+    def close(self):
+        pass
+
+
+def _chosen_early(monkeypatch) -> list[bool]:
+    """Record, for each pair chosen while a merge's remote changes were not in, whether it was
+    taken then."""
+    from cs336_basics import merge
+
+    seen: list[bool] = []
+    check = merge._Unheard.cannot_change
+
+    def recorded(self, pair, count):
+        seen.append(check(self, pair, count))
+        return seen[-1]
+
+    monkeypatch.setattr(merge, "_RemoteShard", InProcessShard)
+    monkeypatch.setattr(merge._Unheard, "cannot_change", recorded)
+    return seen
+
+
+_small_words = st.dictionaries(
+    st.text("abc d", min_size=1, max_size=10).map(str.encode), st.integers(1, 30), min_size=1, max_size=25
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_small_words, st.integers(2, 3))
+def test_choosing_the_next_pair_before_the_shards_answer_changes_nothing(monkeypatch, counts, num_shards):
+    # Few letters and small counts make many ties and near ties, and pairs that a merge's remote
+    # changes raise past the best one without them: the oracle is the plain loop over all words.
+    _chosen_early(monkeypatch)
+    log: list[tuple[int, int]] = []
+    merges = train_merges(counts, 40, num_shards=num_shards, merge_log=log)
+    expected_merges, expected_log = reference_train_from_counts(counts, 40)
+    assert merges == expected_merges
+    tokens = sum(len(w) * n for w, n in counts.items())
+    assert [(count, tokens := tokens - shrink) for count, shrink in log] == expected_log
+
+
+def test_the_next_pair_is_often_chosen_before_the_shards_answer(monkeypatch):
+    seen = _chosen_early(monkeypatch)
+    text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
+    counts = Counter(p.encode("utf-8") for d in split_documents(text, ["<|endoftext|>"]) for p in regex.findall(GPT2_PATTERN, d))
+    assert train_merges(counts, 500, num_shards=2) == reference_train_from_counts(counts, 500)[0]
+    assert seen.count(True) > len(seen) / 2 and False in seen  # both ways taken, mostly early
+
+
 @pytest.mark.parametrize("workers", [2, 3])
 def test_sharded_training_through_train_bpe(tmp_path, monkeypatch, workers):
     # train_bpe shards the merge loop only past _PARALLEL_MIN_WORDS distinct pre-tokens; lower it so
@@ -470,7 +537,7 @@ def test_pair_queue_pops_what_a_plain_max_would(data):
         for p in data.draw(st.lists(pair, max_size=5)):
             if counts.get(p, 0) == 0 and p not in change:
                 change[p] = data.draw(st.integers(1, 6000))
-        gained = queue.apply(change)
+        gained = queue.apply(change.items())
         assert sorted(gained) == sorted(p for p, d in change.items() if d > 0)
         for p, d in change.items():
             counts[p] = counts.get(p, 0) + d
