@@ -142,7 +142,7 @@ def train_rustbpe_streamed(path: str, vocab_size: int, special_tokens: list[str]
 def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our two training phases timed separately, doing what train_bpe does."""
     from cs336_basics import counting, sources
-    from cs336_basics.bpe import default_num_workers
+    from cs336_basics.bpe import _PARALLEL_MIN_WORDS, default_num_workers
     from cs336_basics.merge import train_merges
 
     files = sources.resolve(path)
@@ -154,13 +154,17 @@ def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: 
     units = sources.plan_units(files, piece_size=piece_size, special_tokens=special_tokens, pattern=pattern)
     counts = counting.count_pretokens(units, num_workers=workers, task_size=piece_size)
     counted = time.perf_counter()
-    merges = train_merges(counts, vocab_size - 256 - len(special_tokens))
+    distinct = len(counts)
+    num_shards = workers if distinct >= _PARALLEL_MIN_WORDS else 1  # as train_bpe shards the loop
+    handed_over = [counts]  # the only reference, as train_bpe gives it, so that it is freed early
+    del counts
+    merges = train_merges(handed_over.pop(), vocab_size - 256 - len(special_tokens), num_shards=num_shards)
     merged = time.perf_counter()
     return {
         "seconds": merged - start,
         "count_pretokens": counted - start,
         "train_merges": merged - counted,
-        "distinct_pretokens": len(counts),
+        "distinct_pretokens": distinct,
         "workers": workers,
         "merges": len(merges),
     }
