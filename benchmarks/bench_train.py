@@ -13,8 +13,12 @@ the result as one line of JSON. Meanwhile the parent polls, every 50 ms, the RSS
 its descendants and keeps the largest sum.
 
 It prints one line per run, then a table with, per trainer: median, min and max wall seconds, the
-median peak RSS summed over the process tree, the median ru_maxrss of the child process itself, and
-the number of merges learned; then the ratios ours/hf and ours/rustbpe of the medians.
+median CPU seconds (user + system, of all the trainer's threads and worker processes), the median
+peak RSS summed over the process tree, the median ru_maxrss of the child process itself, and the
+number of merges learned; then the ratios ours/hf and ours/rustbpe of the medians. On a machine
+shared with other work, the wall clock moves with the neighbours; the CPU time shows the work done
+(though it too grows when they crowd the processor's cache, and ours includes the up to 2 ms that
+each of its two merge processes polls for the other's message before it sleeps).
 `--phases` adds one more child that times our two phases (counting pre-tokens, then merging)
 separately. `--check-merges` then trains ours with 1 and with 2 workers and checks that the merges
 are identical (exit status 1 if not).
@@ -62,14 +66,26 @@ MIB = 1 << 20
 # The trainers. Each runs inside a child process and returns a dict with at least "seconds".
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process's threads and of its children that have ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(call) -> tuple[object, dict]:
+    """Run `call()`; return its result and {"seconds": wall time, "cpu_seconds": CPU time}, the CPU
+    time summed over this process's threads and the worker processes it started and waited for."""
+    start, start_cpu = time.perf_counter(), cpu_seconds()
+    result = call()
+    return result, {"seconds": time.perf_counter() - start, "cpu_seconds": cpu_seconds() - start_cpu}
+
+
 def train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our train_bpe on the file; the timed call reads the file itself."""
     from cs336_basics.bpe import train_bpe
 
-    start = time.perf_counter()
-    _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers, pattern=pattern)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "merges": len(merges)}
+    (_, merges), times = timed(lambda: train_bpe(path, vocab_size, special_tokens, num_workers=workers, pattern=pattern))
+    return {**times, "merges": len(merges)}
 
 
 def train_hf(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
@@ -89,11 +105,9 @@ def train_hf(path: str, vocab_size: int, special_tokens: list[str], workers: int
         min_frequency=0,
     )
 
-    start = time.perf_counter()
-    tokenizer.train([path], trainer)
-    seconds = time.perf_counter() - start
+    _, times = timed(lambda: tokenizer.train([path], trainer))
     merges = json.loads(tokenizer.to_str())["model"]["merges"]
-    return {"seconds": seconds, "merges": len(merges)}
+    return {**times, "merges": len(merges)}
 
 
 def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str,
@@ -115,10 +129,8 @@ def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers
         del text
     tokenizer = rustbpe.Tokenizer()
 
-    start = time.perf_counter()
-    tokenizer.train_from_iterator(documents, vocab_size - len(special_tokens), pattern=pattern_regex)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "merges": tokenizer.vocab_size - 256}
+    _, times = timed(lambda: tokenizer.train_from_iterator(documents, vocab_size - len(special_tokens), pattern=pattern_regex))
+    return {**times, "merges": tokenizer.vocab_size - 256}
 
 
 def streamed_documents(path: str, special_tokens: list[str], block_size: int = 1 << 20):
@@ -238,15 +250,16 @@ def importable(name: str) -> bool:
 
 def print_table(results: dict[str, list[dict]]) -> None:
     """Median/min/max seconds and median memory per trainer, then the ratios of the medians."""
-    print(f"\n{'trainer':<14} {'median s':>9} {'min s':>8} {'max s':>8} {'tree RSS MiB':>13} "
+    print(f"\n{'trainer':<14} {'median s':>9} {'min s':>8} {'max s':>8} {'CPU s':>7} {'tree RSS MiB':>13} "
           f"{'ru_maxrss MiB':>14} {'merges':>7}")
     medians = {}
     for name, runs in results.items():
         seconds = [r["seconds"] for r in runs]
+        cpu = statistics.median(r["cpu_seconds"] for r in runs)
         tree = statistics.median(r["tree_rss_mib"] for r in runs)
         own = statistics.median(r["ru_maxrss_mib"] for r in runs)
-        medians[name] = (statistics.median(seconds), tree)
-        print(f"{name:<14} {medians[name][0]:>9.2f} {min(seconds):>8.2f} {max(seconds):>8.2f} "
+        medians[name] = (statistics.median(seconds), tree, cpu)
+        print(f"{name:<14} {medians[name][0]:>9.2f} {min(seconds):>8.2f} {max(seconds):>8.2f} {cpu:>7.2f} "
               f"{tree:>13.0f} {own:>14.0f} {runs[0]['merges']:>7}")
     if "ours" not in medians:
         return
@@ -255,7 +268,9 @@ def print_table(results: dict[str, list[dict]]) -> None:
         if anchor in medians:
             time_ratio = medians["ours"][0] / medians[anchor][0]
             rss_ratio = medians["ours"][1] / medians[anchor][1]
-            print(f"ours/{anchor}: {time_ratio:.2f}x the time, {rss_ratio:.2f}x the tree RSS (medians)")
+            cpu_ratio = medians["ours"][2] / medians[anchor][2]
+            print(f"ours/{anchor}: {time_ratio:.2f}x the time, {rss_ratio:.2f}x the tree RSS, "
+                  f"{cpu_ratio:.2f}x the CPU time (medians)")
 
 
 def print_phases(args: argparse.Namespace) -> None:
@@ -328,7 +343,7 @@ def main() -> None:
         for name in names:
             r = measure(name, args)
             results[name].append(r)
-            print(f"run {run}/{args.runs} {name:<14} {r['seconds']:8.2f} s  "
+            print(f"run {run}/{args.runs} {name:<14} {r['seconds']:8.2f} s  CPU {r['cpu_seconds']:7.2f} s  "
                   f"tree RSS {r['tree_rss_mib']:6.0f} MiB  merges {r['merges']}", flush=True)
     if args.runs > 0 and names:
         print_table(results)
