@@ -32,7 +32,9 @@ corpus into a temporary .npy) with that many worker processes, and checks its ar
 --file-workers 2: tiktoken's single thread is the anchor); the arrays are compared as NumPy arrays.
 
 Prints the median throughput (MB/s, MB = 10^6 bytes of UTF-8) of each, the ratios ours/tiktoken,
-and whether all our id lists equal tiktoken's. If they differ it prints the first differing
+the median CPU seconds of each and their ratio to tiktoken's (which leave out the time spent waiting
+for a processor that other work on a shared machine holds), and whether all our id lists equal
+tiktoken's. If they differ it prints the first differing
 position with the text around it and the ids of both, and exits with status 1.
 """
 
@@ -109,11 +111,11 @@ def read_text(path: str, max_mb: float | None) -> str:
         return f.read(int(max_mb * (1 << 20)) if max_mb else -1)
 
 
-def timed(encode: Callable[[str], list[int]], text: str) -> tuple[float, list[int]]:
-    """Seconds taken by encode(text), and its result."""
-    start = time.perf_counter()
+def timed(encode: Callable[[str], list[int]], text: str) -> tuple[tuple[float, float], list[int]]:
+    """(wall seconds, CPU seconds of this process) taken by encode(text), and its result."""
+    start, start_cpu = time.perf_counter(), time.process_time()
     ids = encode(text)
-    return time.perf_counter() - start, ids
+    return (time.perf_counter() - start, time.process_time() - start_cpu), ids
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -185,7 +187,7 @@ def main() -> None:
         corpus_path.write_text(text, encoding="utf-8", newline="")
     file_seconds: dict[int, list[float]] = {w: [] for w in file_workers}
     file_ids: dict[int, list[int]] = {}
-    ours_seconds, fresh_seconds, tiktoken_seconds = [], [], []
+    ours_seconds, fresh_seconds, tiktoken_seconds = [], [], []  # (wall, CPU) pairs
     reference: list[int] | None = None  # tiktoken's ids
     mismatch: tuple[int, list[int]] | None = None  # first differing position and our ids there
     if args.file_only:
@@ -202,13 +204,13 @@ def main() -> None:
         for workers in file_workers:
             fresh = make_ours()
             out = Path(scratch.name) / "ids.npy"
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), cpu_seconds()
             fresh.encode_file(corpus_path, out, num_workers=workers)
-            file_seconds[workers].append(time.perf_counter() - start)
+            file_seconds[workers].append((time.perf_counter() - start, cpu_seconds() - start_cpu))
             file_ids[workers] = np.load(out).tolist()
-        files = "".join(f", encode_file x{w} {s[-1]:.3f} s" for w, s in file_seconds.items())
-        print(f"run {run}/{args.runs}: ours {ours_seconds[-1]:.3f} s, tiktoken {tiktoken_seconds[-1]:.3f} s, "
-              f"ours fresh {fresh_seconds[-1]:.3f} s{files}", flush=True)
+        files = "".join(f", encode_file x{w} {s[-1][0]:.3f} s" for w, s in file_seconds.items())
+        print(f"run {run}/{args.runs}: ours {ours_seconds[-1][0]:.3f} s, tiktoken {tiktoken_seconds[-1][0]:.3f} s, "
+              f"ours fresh {fresh_seconds[-1][0]:.3f} s{files}", flush=True)
 
         reference = reference or tiktoken_ids
         for ids in (ours_ids, fresh_ids, *file_ids.values()):
@@ -218,8 +220,9 @@ def main() -> None:
         del ours_ids, tiktoken_ids, fresh_ids, fresh
         file_ids.clear()
 
-    tiktoken_rate = num_bytes / 1e6 / statistics.median(tiktoken_seconds)
-    print(f"\n{'encoder':<38} {'MB/s':>10} {'runs':>5} {'ours/tiktoken':>14}")
+    tiktoken_wall = statistics.median(wall for wall, _ in tiktoken_seconds)
+    tiktoken_cpu = statistics.median(cpu for _, cpu in tiktoken_seconds)
+    print(f"\n{'encoder':<38} {'MB/s':>10} {'runs':>5} {'ours/tiktoken':>14} {'CPU s':>7} {'CPU ratio':>10}")
     rows = [
         ("ours, first run of one Tokenizer", ours_seconds[:1]),
         ("ours, later runs (warm cache)", ours_seconds[1:]),
@@ -227,10 +230,17 @@ def main() -> None:
         *((f"ours, encode_file, {w} worker(s), cold", seconds) for w, seconds in file_seconds.items()),
         ("tiktoken (1 thread)", tiktoken_seconds),
     ]
-    for label, seconds in rows:
-        ratio = f"{num_bytes / 1e6 / statistics.median(seconds) / tiktoken_rate:14.3f}" if seconds else ""
-        print(f"{label:<38} {mb_per_s(num_bytes, seconds)} {len(seconds):>5} {ratio}")
-    print("(MB/s are medians; ours/tiktoken is the ratio of throughputs, below 1 means ours is slower)")
+    for label, times in rows:
+        if not times:
+            print(f"{label:<38} {mb_per_s(num_bytes, [])} {0:>5}")
+            continue
+        wall = statistics.median(w for w, _ in times)
+        cpu = statistics.median(c for _, c in times)
+        print(f"{label:<38} {mb_per_s(num_bytes, [w for w, _ in times])} {len(times):>5} "
+              f"{tiktoken_wall / wall:14.3f} {cpu:7.2f} {cpu / tiktoken_cpu:9.2f}x")
+    print("(MB/s and CPU s are medians; ours/tiktoken is the ratio of throughputs, below 1 means ours is\n"
+          " slower; CPU ratio is of CPU seconds, ours summed over its worker processes, above 1 means ours\n"
+          " used more: it leaves out the time spent waiting for a processor that other work holds)")
 
     if mismatch is None:
         print(f"\nids identical: yes ({len(reference)} ids; every run of ours equals tiktoken's)")
@@ -258,10 +268,9 @@ def file_only(args, theirs, make_ours, text, corpus_path, file_workers, num_byte
     tiktoken_cpu: list[float] = []
     identical = True
     for run in range(1, args.runs + 1):
-        cpu = cpu_seconds()
-        seconds, tiktoken_ids = timed(lambda t: theirs.encode(t, allowed_special="all"), text)
+        (seconds, cpu), tiktoken_ids = timed(lambda t: theirs.encode(t, allowed_special="all"), text)
         tiktoken_seconds.append(seconds)
-        tiktoken_cpu.append(cpu_seconds() - cpu)
+        tiktoken_cpu.append(cpu)
         reference = np.array(tiktoken_ids, dtype=np.uint32)
         del tiktoken_ids
         for workers in file_workers:
