@@ -162,7 +162,8 @@ def _merge_loop(
         queue.file(gained)
         if unheard is not None:  # the remote shards have made that merge by now, or soon will
             hear(unheard)
-        unheard = _Unheard(len(merges), pair, count, shrink, max(map(change.__getitem__, gained), default=0))
+        largest_new = max(map(change.__getitem__, gained), default=0) if remotes else 0
+        unheard = _Unheard(len(merges), pair, count, shrink, largest_new)
         if not remotes:
             hear(unheard)
             unheard = None
