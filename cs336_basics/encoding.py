@@ -366,12 +366,12 @@ class EncodeCache(dict):
         # spans, so they are merged one by one.
         cut_non_ascii = table.cut_non_ascii
         by_parts = [len(piece) > _SHORT or (cut_non_ascii and not piece.isascii()) for piece in new]
-        alone, together = list(compress(new, map(not_, by_parts))), list(compress(new, by_parts))
-        tokens = [merge_chars(word, table) for word in map(self._byte_chars, alone)]
-        tokens += merge_words(list(map(self._byte_chars, together)), table, self._parts)
+        whole, in_parts = list(compress(new, map(not_, by_parts))), list(compress(new, by_parts))
+        tokens = [merge_chars(word, table) for word in map(self._byte_chars, whole)]
+        tokens += merge_words(list(map(self._byte_chars, in_parts)), table, self._parts)
         if len(self._parts) > self._max_entries:  # bounded like the cache, more bluntly
             self._parts.clear()
-        for piece, token_chars in zip(alone + together, tokens):
+        for piece, token_chars in zip(whole + in_parts, tokens):
             ids[piece] = keep[piece] = token_chars.encode(codec, "surrogatepass")
         self._keep_all(keep)
         if self._learned is not None:
