@@ -1,10 +1,11 @@
 """Counting the pre-tokens of a corpus, in work units run in parallel (see `sources`, `executors`).
 
-Each work unit is counted on its own: its text is cut into documents at special tokens (and at
-record boundaries), documents into chunks, and the chunks counted; the distinct chunks are then
-pre-tokenized once each (see `pretokenize`). Units are pieces of files cut where no pre-token
-changes, so the total is the same however the corpus is cut, split into files, or spread over
-workers; workers send back counts, never text.
+A work unit's text is cut into documents at special tokens (and at record boundaries), documents
+into chunks, and the chunks counted; the distinct chunks are then pre-tokenized once each (see
+`pretokenize`). On another executor each task of units is counted on its own; local processes
+take tasks as they go (see `_claim`) and count all of theirs into one table. Units are pieces of
+files cut where no pre-token changes, so the total is the same however the corpus is cut, split
+into files, or spread over workers; workers send back counts, never text.
 
 Memory: a worker holds one block of text at a time, with its chunks, and the counts of the
 distinct chunks it has seen. It sends its pre-token counts back packed (see `pack_counts`): a few
@@ -23,6 +24,7 @@ from cs336_basics import allocator, executors, patterns, sources
 from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
 
 _progress = None  # a shared counter of bytes read, set in each local worker process
+_claims = None  # the tasks left to local processes (see `_claim`), set in each local worker process
 
 # Bytes of text counted at a time. All the chunks of a block are alive at once, and each is a str
 # of about 60 bytes for 10 bytes of text, so a block of 4 MiB costs a worker some 35 MiB more
@@ -35,9 +37,9 @@ _SEPARATOR = b"\xff"
 PackedCounts = tuple[bytes, array]
 
 
-def _init_worker(progress) -> None:
-    global _progress
-    _progress = progress
+def _init_worker(progress, claims=None) -> None:
+    global _progress, _claims
+    _progress, _claims = progress, claims
 
 
 def count_units(
@@ -48,8 +50,19 @@ def count_units(
     """(bytes read, pre-token counts) of some work units; `on_read(n)` is called as each block
     of n bytes is read."""
     chunk_counts: Counter[str] = Counter()
+    size = _count_chunks_of(units, chunk_counts, block_size, on_read)
+    return size, pretoken_counts(chunk_counts, _pretokenizer_of(units))
+
+
+def _count_chunks_of(
+    units: Sequence[sources.WorkUnit],
+    chunk_counts: Counter[str],
+    block_size: int,
+    on_read: Callable[[int], None] | None,
+) -> int:
+    """Add the chunks of some work units to `chunk_counts`; return the bytes read."""
     size = 0
-    pretokenizer = patterns.get(units[0].pattern) if units else patterns.get("gpt2")
+    pretokenizer = _pretokenizer_of(units)
     for unit in units:
         special_re = special_token_regex(unit.special_tokens)
         for consumed, text, _ in sources.read_unit(unit, block_size=block_size):
@@ -57,7 +70,64 @@ def count_units(
             if on_read is not None and consumed:
                 on_read(consumed)
         size += unit.size
-    return size, pretoken_counts(chunk_counts, pretokenizer)
+    return size
+
+
+def _pretokenizer_of(units: Sequence[sources.WorkUnit]) -> patterns.Pretokenizer:
+    return patterns.get(units[0].pattern) if units else patterns.get("gpt2")
+
+
+def count_claimed(
+    tasks: Sequence[Sequence[sources.WorkUnit]],
+    region: int,
+    block_size: int,
+    claims,
+    on_read: Callable[[int], None] | None = None,
+) -> tuple[int, dict[str, int]]:
+    """(bytes read, pre-token counts) of the tasks this process claims (see `_claim`), starting
+    with those of `region`, all counted into one table of chunks."""
+    chunk_counts: Counter[str] = Counter()
+    size = 0
+    while (i := _claim(claims, region)) is not None:
+        size += _count_chunks_of(tasks[i], chunk_counts, block_size, on_read)
+    return size, pretoken_counts(chunk_counts, _pretokenizer_of(tasks[0] if tasks else ()))
+
+
+def count_claimed_packed(
+    tasks: Sequence[Sequence[sources.WorkUnit]], region: int, block_size: int = COUNT_BLOCK_SIZE
+) -> tuple[int, PackedCounts]:
+    """`count_claimed` in a local worker: (bytes read, packed pre-token counts)."""
+    on_read = partial(_add_to, _progress) if _progress is not None else None
+    size, counts = count_claimed(tasks, region, block_size, _claims, on_read)
+    return size, pack_counts(counts)
+
+
+def _regions(num_tasks: int, num_processes: int) -> list[int]:
+    """The tasks cut into `num_processes` stretches, as [start, end, start, end, ...] (see `_claim`)."""
+    bounds = [num_tasks * r // num_processes for r in range(num_processes + 1)]
+    return [x for r in range(num_processes) for x in (bounds[r], bounds[r + 1])]
+
+
+def _claim(claims, region: int) -> int | None:
+    """Take a task: the next of `region`'s stretch, or once that is done, the last of the stretch
+    with the most left; None when every task is taken. `claims` is a shared array made by
+    `_regions`.
+
+    Each process so reads one stretch of the corpus from its start, and they meet where their
+    work, not their bytes, comes out even: parts of a corpus differ in how fast they count (source
+    code has many more distinct chunks than prose), and one process may be slowed by others on
+    the machine. Stretches, not tasks dealt in turn, so that each process meets fewer distinct
+    chunks: its table of them is smaller, and so is the work of turning them into pre-tokens."""
+    with claims.get_lock():
+        if claims[2 * region] < claims[2 * region + 1]:
+            claims[2 * region] += 1
+            return claims[2 * region] - 1
+        left = [claims[2 * r + 1] - claims[2 * r] for r in range(len(claims) // 2)]
+        most = max(range(len(left)), key=left.__getitem__)
+        if left[most] <= 0:
+            return None
+        claims[2 * most + 1] -= 1
+        return claims[2 * most + 1]
 
 
 def count_units_packed(units: Sequence[sources.WorkUnit], block_size: int = COUNT_BLOCK_SIZE) -> tuple[int, PackedCounts]:
@@ -160,20 +230,26 @@ def count_pretokens(
 
     progress = None
     owned = None
-    mine: list[tuple[sources.WorkUnit, ...]] = []
+    claims = None
     if executor is None:
-        # This process counts every num_workers-th task itself, beside num_workers - 1 forked
-        # workers, rather than wait idle: one process fewer holds a table of chunks at once.
-        mine = tasks[::num_workers]
-        tasks = [task for i, task in enumerate(tasks) if i % num_workers]
+        # This process counts too, beside num_workers - 1 forked workers, rather than wait idle:
+        # one process fewer holds a table of chunks at once. Each process takes tasks as it goes
+        # (see `_claim`), so that all finish together however the corpus varies.
+        processes = min(num_workers, len(tasks))
         # Imports leave freed memory in the heap (some 3 MB once this package is imported): give
         # it back before forking, so that no worker starts with it.
         allocator.release_freed_memory()
         ctx = executors.process_context()
         progress = ctx.Value("q", 0)
+        claims = ctx.Array("q", _regions(len(tasks), processes))
         owned = executor = executors.local_executor(
-            min(num_workers - 1, len(tasks)), initializer=_init_worker, initargs=(progress,)
+            processes - 1, initializer=_init_worker, initargs=(progress, claims)
         )
+        calls = ((tasks, region, block_size) for region in range(1, processes))
+        count = count_claimed_packed
+    else:
+        calls = ((task, block_size) for task in tasks)
+        count = count_units_packed
     width = executors.executor_width(executor, num_workers)
 
     def report() -> None:
@@ -189,11 +265,9 @@ def count_pretokens(
     pending: list[PackedCounts] = []
     pending_bytes = 0
     try:
-        results = executors.run_ordered(
-            executor, count_units_packed, ((t, block_size) for t in tasks), max_in_flight=2 * width, on_wait=report
-        )
-        for task in mine:  # while the workers count theirs
-            size, counts = count_units(task, block_size, read_here)
+        results = executors.run_ordered(executor, count, calls, max_in_flight=2 * width, on_wait=report)
+        if claims is not None:  # while the workers count theirs
+            size, counts = count_claimed(tasks, 0, block_size, claims, read_here)
             pending.append(pack_counts(counts))
             del counts
             pending_bytes += _packed_bytes(pending[-1])
@@ -234,13 +308,15 @@ def _add_all(total: dict[bytes, int], pending: list[PackedCounts]) -> None:
 
 
 def default_piece_size(total_bytes: int, num_workers: int, *, local: bool) -> int:
-    """Bytes per training work unit: local processes report progress as they read, so one piece per
-    worker (up to 1 GiB) is best; other executors report a unit when it is done, so smaller ones.
+    """Bytes per training work unit.
 
-    Each unit ends by turning its distinct chunks into pre-tokens, which costs about as much as
-    counting a few tens of MB (with 572 k distinct chunks, 1.3 s), so units are kept large."""
+    Local processes count all the units they take into one table (see `count_claimed`), so units
+    can be small: 8 per process (at least 1 MiB, at most 1 GiB), for the processes to finish
+    together. Other executors turn each unit's distinct chunks into pre-tokens, which costs about
+    as much as counting a few tens of MB (with 572 k distinct chunks, 1.3 s), so units are kept
+    large there: 4 per worker, at least 1 MiB."""
     per_worker = -(-total_bytes // max(num_workers, 1))
-    if not local:
-        per_worker //= 4
-    return max(min(per_worker, 1 << 30), 1 << 20 if not local else 1)
+    if local:
+        return min(max(per_worker // 8, 1 << 20), 1 << 30, max(per_worker, 1))
+    return max(min(per_worker // 4, 1 << 30), 1 << 20)
 

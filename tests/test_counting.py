@@ -1,6 +1,7 @@
 """Counting in bounded memory: the packed tables workers send back, and the counts of whole corpora
 against a direct count with the pattern, whatever the block size, the tasks and the workers."""
 
+import multiprocessing
 import random
 from collections import Counter
 
@@ -86,6 +87,51 @@ def test_count_pretokens_equals_a_direct_count(tmp_path, monkeypatch, seed, patt
             units, num_workers=workers, task_size=piece_size, block_size=rng.choice([1, 5, 64, 1 << 20])
         )
         assert counts == dict(expected), (workers, piece_size)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 6), st.lists(st.integers(0, 5), max_size=80))
+def test_processes_claim_each_task_once_their_own_stretch_first(num_tasks, processes, turns):
+    # Processes take turns in the order drawn, then in rounds, until every one is told None.
+    claims = multiprocessing.get_context().Array("q", counting._regions(num_tasks, processes))
+    stretches = [range(claims[2 * r], claims[2 * r + 1]) for r in range(processes)]
+    assert [i for stretch in stretches for i in stretch] == list(range(num_tasks))
+    taken: list[list[int]] = [[] for _ in range(processes)]
+    done = [False] * processes
+    order = [t % processes for t in turns] + list(range(processes)) * (num_tasks + 1)
+    for region in order:
+        if done[region]:
+            continue
+        i = counting._claim(claims, region)
+        if i is None:
+            done[region] = True
+            continue
+        left_elsewhere = [
+            len([j for j in stretches[r] if not any(j in t for t in taken)]) for r in range(processes) if r != region
+        ]
+        taken[region].append(i)
+        if i not in stretches[region]:  # stolen: the last task left of a stretch with the most left
+            owner = next(r for r in range(processes) if i in stretches[r])
+            assert not any(j > i for j in stretches[owner] if not any(j in t for t in taken))
+            assert len([j for j in stretches[owner] if not any(j in t for t in taken)]) + 1 == max(left_elsewhere)
+    assert all(done) and sorted(i for t in taken for i in t) == list(range(num_tasks))
+    for region in range(processes):  # its own tasks, from the start of its stretch, in order
+        own = [i for i in taken[region] if i in stretches[region]]
+        assert own == list(stretches[region][: len(own)])
+
+
+def test_a_process_alone_counts_every_task(tmp_path):
+    # Nobody else claims: this process takes its stretch, then all the others'.
+    path = tmp_path / "corpus.txt"
+    docs = ["the cat sat", "on the mat", " é 12 ", "the cat"] * 5
+    path.write_bytes(EOT.join(docs).encode("utf-8"))
+    units = sources.plan_units(sources.resolve(path), piece_size=17, special_tokens=[EOT], pattern="gpt2")
+    tasks = [(unit,) for unit in units]
+    claims = multiprocessing.get_context().Array("q", counting._regions(len(tasks), 3))
+    size, counts = counting.count_claimed(tasks, 1, 64, claims)
+    expected = Counter(p for doc in docs for p in regex.findall(patterns.GPT2, doc))
+    assert size == path.stat().st_size
+    assert counts == dict(expected)
 
 
 def test_progress_counts_the_bytes_this_process_reads_as_it_reads_them(tmp_path):
