@@ -7,8 +7,8 @@ take tasks as they go (see `_claim`) and count all of theirs into one table. Uni
 files cut where no pre-token changes, so the total is the same however the corpus is cut, split
 into files, or spread over workers; workers send back counts, never text.
 
-Memory: a worker holds one block of text at a time, with its chunks, and the counts of the
-distinct chunks it has seen. It sends its pre-token counts back packed (see `pack_counts`): a few
+Memory: a worker holds one block of text at a time, with its chunks, the counts of the distinct
+chunks it has seen (up to `CHUNK_LIMIT` of them, see `_Counts`), and pre-token counts. It sends its pre-token counts back packed (see `pack_counts`): a few
 bytes per pre-token instead of a dict of Python objects, so that the tables waiting in the parent
 stay small, and in the UTF-8 the merge loop wants.
 """
@@ -49,24 +49,66 @@ def count_units(
 ) -> tuple[int, dict[str, int]]:
     """(bytes read, pre-token counts) of some work units; `on_read(n)` is called as each block
     of n bytes is read."""
-    chunk_counts: Counter[str] = Counter()
-    size = _count_chunks_of(units, chunk_counts, block_size, on_read)
-    return size, pretoken_counts(chunk_counts, _pretokenizer_of(units))
+    counts = _Counts(_pretokenizer_of(units))
+    size = _count_chunks_of(units, counts, block_size, on_read)
+    return size, counts.pretoken_counts()
+
+
+# The most distinct chunks a process holds (some 110 MB of them) before it turns them into pre-tokens
+# and starts a new table. Prose repeats its chunks (the 1 GB corpus holds 572 k), so this is seldom
+# reached; 512 MB of source code holds 5-6 M, most seen once, and there this halves the memory and
+# saves time too (a smaller table is faster to add to).
+CHUNK_LIMIT = 1 << 20
+
+
+class _Counts:
+    """The counts of a process's chunks, turned into pre-token counts whenever more than `limit`
+    distinct chunks are held, and at the end (see `pretoken_counts`). A chunk seen again after that
+    is pre-tokenized again: if most chunks were seen more than once (text that repeats them), the
+    limit doubles, so that such chunks are not pre-tokenized over and over."""
+
+    def __init__(self, pretokenizer: patterns.Pretokenizer, limit: int | None = None):
+        self.pretokenizer = pretokenizer
+        # Without a safe boundary the chunks are pre-tokens already: nothing to gain.
+        self.limit = (CHUNK_LIMIT if limit is None else limit) if pretokenizer.boundary else None
+        self.chunks: Counter[str] = Counter()
+        self.pretokens: dict[str, int] = {}
+
+    def add(self, text: str, special_re) -> None:
+        count_chunks(text, special_re, self.chunks, self.pretokenizer)
+        if self.limit is not None and len(self.chunks) > self.limit:
+            if list(self.chunks.values()).count(1) * 2 < len(self.chunks):
+                self.limit *= 2
+            self._turn_into_pretokens()
+
+    def _turn_into_pretokens(self) -> None:
+        counts = pretoken_counts(self.chunks, self.pretokenizer)  # empties self.chunks
+        if not self.pretokens:
+            self.pretokens = counts
+            return
+        total = self.pretokens
+        get = total.get
+        for piece, n in counts.items():
+            total[piece] = get(piece, 0) + n
+
+    def pretoken_counts(self) -> dict[str, int]:
+        """The pre-token counts of everything added (the table of chunks is emptied)."""
+        self._turn_into_pretokens()
+        return self.pretokens
 
 
 def _count_chunks_of(
     units: Sequence[sources.WorkUnit],
-    chunk_counts: Counter[str],
+    counts: _Counts,
     block_size: int,
     on_read: Callable[[int], None] | None,
 ) -> int:
-    """Add the chunks of some work units to `chunk_counts`; return the bytes read."""
+    """Add the chunks of some work units to `counts`; return the bytes read."""
     size = 0
-    pretokenizer = _pretokenizer_of(units)
     for unit in units:
         special_re = special_token_regex(unit.special_tokens)
         for consumed, text, _ in sources.read_unit(unit, block_size=block_size):
-            count_chunks(text, special_re, chunk_counts, pretokenizer)
+            counts.add(text, special_re)
             if on_read is not None and consumed:
                 on_read(consumed)
         size += unit.size
@@ -86,11 +128,11 @@ def count_claimed(
 ) -> tuple[int, dict[str, int]]:
     """(bytes read, pre-token counts) of the tasks this process claims (see `_claim`), starting
     with those of `region`, all counted into one table of chunks."""
-    chunk_counts: Counter[str] = Counter()
+    counts = _Counts(_pretokenizer_of(tasks[0] if tasks else ()))
     size = 0
     while (i := _claim(claims, region)) is not None:
-        size += _count_chunks_of(tasks[i], chunk_counts, block_size, on_read)
-    return size, pretoken_counts(chunk_counts, _pretokenizer_of(tasks[0] if tasks else ()))
+        size += _count_chunks_of(tasks[i], counts, block_size, on_read)
+    return size, counts.pretoken_counts()
 
 
 def count_claimed_packed(

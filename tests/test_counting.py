@@ -71,8 +71,10 @@ def _corpus(rng: random.Random) -> list[str]:
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("pattern", ["gpt2", "cl100k"])
 @pytest.mark.parametrize("pending_limit", [0, 64 << 20])  # 0: tables added up as they come
-def test_count_pretokens_equals_a_direct_count(tmp_path, monkeypatch, seed, pattern, pending_limit):
+@pytest.mark.parametrize("chunk_limit", [2, counting.CHUNK_LIMIT])  # 2: chunks turned into pre-tokens often
+def test_count_pretokens_equals_a_direct_count(tmp_path, monkeypatch, seed, pattern, pending_limit, chunk_limit):
     monkeypatch.setattr(counting, "_PENDING_LIMIT", pending_limit)
+    monkeypatch.setattr(counting, "CHUNK_LIMIT", chunk_limit)
     rng = random.Random(seed)
     docs = _corpus(rng)
     path = tmp_path / "corpus.txt"
@@ -132,6 +134,20 @@ def test_a_process_alone_counts_every_task(tmp_path):
     expected = Counter(p for doc in docs for p in regex.findall(patterns.GPT2, doc))
     assert size == path.stat().st_size
     assert counts == dict(expected)
+
+
+def test_chunks_turn_into_pre_tokens_past_the_limit_which_grows_when_they_repeat():
+    gpt2 = patterns.get("gpt2")
+    fresh = counting._Counts(gpt2, limit=4)
+    fresh.add(" ".join(f"w{i}." for i in range(10)), None)  # 10 chunks, each once
+    assert fresh.limit == 4 and len(fresh.chunks) == 0 and fresh.pretokens
+    fresh.add(" a b", None)
+    assert fresh.pretoken_counts() == dict(Counter(regex.findall(patterns.GPT2, " ".join(f"w{i}." for i in range(10)) + " a b")))
+    repeated = counting._Counts(gpt2, limit=4)
+    repeated.add(" a b c d" * 3, None)  # 5 chunks, 4 of them seen 3 times
+    repeated.add(" e", None)
+    assert repeated.limit == 8 and len(repeated.chunks) == 0
+    assert counting._Counts(patterns.get("none")).limit is None  # its chunks are pre-tokens already
 
 
 def test_progress_counts_the_bytes_this_process_reads_as_it_reads_them(tmp_path):
