@@ -8,9 +8,10 @@ files cut where no pre-token changes, so the total is the same however the corpu
 into files, or spread over workers; workers send back counts, never text.
 
 Memory: a worker holds one block of text at a time, with its chunks, the counts of the distinct
-chunks it has seen (up to `CHUNK_LIMIT` of them, see `_Counts`), and pre-token counts. It sends its pre-token counts back packed (see `pack_counts`): a few
-bytes per pre-token instead of a dict of Python objects, so that the tables waiting in the parent
-stay small, and in the UTF-8 the merge loop wants.
+chunks it has seen (up to `CHUNK_LIMIT` of them, see `_Counts`), and pre-token counts. It sends its
+pre-token counts back packed (see `pack_counts`): a few bytes per pre-token instead of a dict of
+Python objects, so that the tables waiting in the parent stay small, and in the UTF-8 the merge
+loop wants.
 """
 
 from array import array
@@ -51,7 +52,7 @@ def count_units(
     of n bytes is read."""
     counts = _Counts(_pretokenizer_of(units))
     size = _count_chunks_of(units, counts, block_size, on_read)
-    return size, counts.pretoken_counts()
+    return size, counts.total()
 
 
 # The most distinct chunks a process holds (some 110 MB of them) before it turns them into pre-tokens
@@ -63,7 +64,7 @@ CHUNK_LIMIT = 1 << 20
 
 class _Counts:
     """The counts of a process's chunks, turned into pre-token counts whenever more than `limit`
-    distinct chunks are held, and at the end (see `pretoken_counts`). A chunk seen again after that
+    distinct chunks are held, and at the end (see `total`). A chunk seen again after that
     is pre-tokenized again: if most chunks were seen more than once (text that repeats them), the
     limit doubles, so that such chunks are not pre-tokenized over and over."""
 
@@ -91,7 +92,7 @@ class _Counts:
         for piece, n in counts.items():
             total[piece] = get(piece, 0) + n
 
-    def pretoken_counts(self) -> dict[str, int]:
+    def total(self) -> dict[str, int]:
         """The pre-token counts of everything added (the table of chunks is emptied)."""
         self._turn_into_pretokens()
         return self.pretokens
@@ -127,12 +128,12 @@ def count_claimed(
     on_read: Callable[[int], None] | None = None,
 ) -> tuple[int, dict[str, int]]:
     """(bytes read, pre-token counts) of the tasks this process claims (see `_claim`), starting
-    with those of `region`, all counted into one table of chunks."""
+    with those of `region`, all counted together (see `_Counts`)."""
     counts = _Counts(_pretokenizer_of(tasks[0] if tasks else ()))
     size = 0
     while (i := _claim(claims, region)) is not None:
         size += _count_chunks_of(tasks[i], counts, block_size, on_read)
-    return size, counts.pretoken_counts()
+    return size, counts.total()
 
 
 def count_claimed_packed(

@@ -108,14 +108,15 @@ def test_processes_claim_each_task_once_their_own_stretch_first(num_tasks, proce
         if i is None:
             done[region] = True
             continue
-        left_elsewhere = [
-            len([j for j in stretches[r] if not any(j in t for t in taken)]) for r in range(processes) if r != region
-        ]
+        def untaken(r: int) -> list[int]:
+            return [j for j in stretches[r] if not any(j in t for t in taken)]
+
+        left_elsewhere = [len(untaken(r)) for r in range(processes) if r != region]
         taken[region].append(i)
         if i not in stretches[region]:  # stolen: the last task left of a stretch with the most left
             owner = next(r for r in range(processes) if i in stretches[r])
-            assert not any(j > i for j in stretches[owner] if not any(j in t for t in taken))
-            assert len([j for j in stretches[owner] if not any(j in t for t in taken)]) + 1 == max(left_elsewhere)
+            assert not any(j > i for j in untaken(owner))
+            assert len(untaken(owner)) + 1 == max(left_elsewhere)
     assert all(done) and sorted(i for t in taken for i in t) == list(range(num_tasks))
     for region in range(processes):  # its own tasks, from the start of its stretch, in order
         own = [i for i in taken[region] if i in stretches[region]]
@@ -139,10 +140,11 @@ def test_a_process_alone_counts_every_task(tmp_path):
 def test_chunks_turn_into_pre_tokens_past_the_limit_which_grows_when_they_repeat():
     gpt2 = patterns.get("gpt2")
     fresh = counting._Counts(gpt2, limit=4)
-    fresh.add(" ".join(f"w{i}." for i in range(10)), None)  # 10 chunks, each once
+    text = " ".join(f"w{i}." for i in range(10))  # 10 chunks, each once
+    fresh.add(text, None)
     assert fresh.limit == 4 and len(fresh.chunks) == 0 and fresh.pretokens
     fresh.add(" a b", None)
-    assert fresh.pretoken_counts() == dict(Counter(regex.findall(patterns.GPT2, " ".join(f"w{i}." for i in range(10)) + " a b")))
+    assert fresh.total() == dict(Counter(regex.findall(patterns.GPT2, text + " a b")))
     repeated = counting._Counts(gpt2, limit=4)
     repeated.add(" a b c d" * 3, None)  # 5 chunks, 4 of them seen 3 times
     repeated.add(" e", None)
