@@ -83,14 +83,7 @@ class _Counts:
             self._turn_into_pretokens()
 
     def _turn_into_pretokens(self) -> None:
-        counts = pretoken_counts(self.chunks, self.pretokenizer)  # empties self.chunks
-        if not self.pretokens:
-            self.pretokens = counts
-            return
-        total = self.pretokens
-        get = total.get
-        for piece, n in counts.items():
-            total[piece] = get(piece, 0) + n
+        pretoken_counts(self.chunks, self.pretokenizer, into=self.pretokens)  # empties self.chunks
 
     def total(self) -> dict[str, int]:
         """The pre-token counts of everything added (the table of chunks is emptied)."""

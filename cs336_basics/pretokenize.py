@@ -102,18 +102,25 @@ def count_chunks(
     return counts
 
 
-def pretoken_counts(chunk_counts: dict[str, int], pretokenizer: Pretokenizer = _GPT2) -> dict[str, int]:
-    """Turn chunk counts into pre-token counts, running the pattern once per distinct chunk.
+def pretoken_counts(
+    chunk_counts: dict[str, int], pretokenizer: Pretokenizer = _GPT2, into: dict[str, int] | None = None
+) -> dict[str, int]:
+    """Turn chunk counts into pre-token counts, running the pattern once per distinct chunk; the
+    counts are added to `into` if given (and it is returned).
 
     `chunk_counts` is emptied as it is read, so that each chunk's memory can hold the pre-tokens
     that follow rather than both tables being whole at once.
     """
+    counts: dict[str, int] = {} if into is None else into
+    get = counts.get
     if not pretokenizer.boundary:  # count_chunks counted pre-tokens already
-        counts = dict(chunk_counts)
+        if counts:
+            for piece, n in chunk_counts.items():
+                counts[piece] = get(piece, 0) + n
+        else:
+            counts.update(chunk_counts)
         chunk_counts.clear()
         return counts
-    counts: dict[str, int] = {}
-    get = counts.get
     split = pretokenizer.chunk_pretokens
     pop = chunk_counts.popitem
     for _ in range(len(chunk_counts)):

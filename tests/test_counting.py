@@ -10,7 +10,7 @@ import regex
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import corpus, counting, patterns, sources
+from cs336_basics import corpus, counting, patterns, pretokenize, sources
 from tests.common import OVERLAP_PIECES
 from tests.test_train_bpe import check_find_safe_cut
 
@@ -149,7 +149,9 @@ def test_chunks_turn_into_pre_tokens_past_the_limit_which_grows_when_they_repeat
     repeated.add(" a b c d" * 3, None)  # 5 chunks, 4 of them seen 3 times
     repeated.add(" e", None)
     assert repeated.limit == 8 and len(repeated.chunks) == 0
-    assert counting._Counts(patterns.get("none")).limit is None  # its chunks are pre-tokens already
+    none = patterns.get("none")
+    assert counting._Counts(none).limit is None  # its chunks are pre-tokens already
+    assert pretokenize.pretoken_counts({"ab": 2}, none, into={"ab": 1, "c": 1}) == {"ab": 3, "c": 1}
 
 
 def test_progress_counts_the_bytes_this_process_reads_as_it_reads_them(tmp_path):
@@ -229,3 +231,7 @@ def test_pretoken_counts_equal_each_chunk_cut_alone(pattern, texts):
         for piece in pretokenizer.compiled.findall(chunk):
             expected[piece] += n
     assert dict(pretokenize.pretoken_counts(dict(chunk_counts), pretokenizer)) == dict(expected)
+    # Added to counts already there, as a process does each time its table of chunks is full.
+    before = {piece: 1 for piece in list(expected)[::2]}
+    added = pretokenize.pretoken_counts(dict(chunk_counts), pretokenizer, into=dict(before))
+    assert added == dict(expected + Counter(before))
