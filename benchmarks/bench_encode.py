@@ -53,7 +53,7 @@ import tiktoken
 import tiktoken.load
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.patterns import regex_string
+from cs336_basics.text.patterns import regex_string
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 END_OF_TEXT = "<|endoftext|>"

@@ -51,8 +51,9 @@ def run(source: Path, corpus: str, vocab_size: int, with_log: bool) -> dict:
 
 def merge_loop_only(args) -> None:
     sys.path.insert(0, str(REPO))
-    from cs336_basics import counting, sources
-    from cs336_basics.merge import train_merges
+    from cs336_basics.corpora import sources
+    from cs336_basics.train import counting
+    from cs336_basics.train.merge import train_merges
 
     units = sources.plan_units(sources.resolve(args.corpus), piece_size=1 << 30, special_tokens=["<|endoftext|>"])
     word_counts = counting.count_pretokens(units, num_workers=1, task_size=1 << 30)

@@ -116,7 +116,7 @@ def train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers
     `stream`, read and split as it trains (timed), so it never holds the whole text."""
     import rustbpe
 
-    from cs336_basics.patterns import regex_string
+    from cs336_basics.text.patterns import regex_string
 
     pattern_regex = regex_string(pattern) or r"[\s\S]+"  # "none": each document is one piece
 
@@ -153,9 +153,10 @@ def train_rustbpe_streamed(path: str, vocab_size: int, special_tokens: list[str]
 
 def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our two training phases timed separately, doing what train_bpe does."""
-    from cs336_basics import counting, sources
     from cs336_basics.bpe import _PARALLEL_MIN_WORDS, default_num_workers
-    from cs336_basics.merge import train_merges
+    from cs336_basics.corpora import sources
+    from cs336_basics.train import counting
+    from cs336_basics.train.merge import train_merges
 
     files = sources.resolve(path)
     size = sum(f.size for f in files)

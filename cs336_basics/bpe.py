@@ -5,12 +5,11 @@
     >>> tok.decode(tok.encode("Hello<|endoftext|>")) == "Hello<|endoftext|>"
     True
 
-The steps live in their own modules: `sources` (reading corpora: files, folders, formats, work
-units), `corpus` (cutting text files at safe cuts), `counting` (parallel counting), `executors`
-(local processes or any executor, e.g. Dask),
-`pretokenize` (special tokens and the GPT-2 pattern), `merge` (the training loop), `encoding` (BPE on
-one pre-token, and its cache), `token_arrays` (files to .npy) and `gpt2_files` (the vocab.json /
-merges.txt format).
+The steps live in packages by job, each with a docstring naming the module to open first: `text`
+(patterns, pre-tokenization, surrogates), `corpora` (reading corpora into work units and running
+them on processes or any executor), `formats` (tokenizer files in and out), `train` (counting and
+the merge loop) and `encode` (BPE on a pre-token, its cache, and corpora to token arrays). Nothing
+in them imports this module, the command line or the report.
 """
 
 import concurrent.futures
@@ -20,11 +19,14 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 
-from cs336_basics import counting, executors, gpt2_files, patterns, sources
-from cs336_basics.encoding import EncodeCache, MergeTable, build_merge_table, id_packing
-from cs336_basics.merge import train_merges
-from cs336_basics.pretokenize import special_token_regex, validate_special_tokens
-from cs336_basics.surrogates import fix_surrogates
+from cs336_basics.corpora import executors, sources
+from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
+from cs336_basics.formats import gpt2
+from cs336_basics.text import patterns
+from cs336_basics.text.pretokenize import special_token_regex, validate_special_tokens
+from cs336_basics.text.surrogates import fix_surrogates
+from cs336_basics.train import counting
+from cs336_basics.train.merge import train_merges
 
 # Below these sizes one process is faster than starting workers.
 _PARALLEL_MIN_BYTES = 4 << 20
@@ -235,10 +237,10 @@ class Tokenizer:
         *,
         pattern: str = "gpt2",
     ) -> "Tokenizer":
-        """Load a GPT-2 format `vocab.json` and `merges.txt` (see `gpt2_files`), to pre-tokenize with `pattern`."""
+        """Load a GPT-2 format `vocab.json` and `merges.txt` (see `formats.gpt2`), to pre-tokenize with `pattern`."""
         special_tokens = validate_special_tokens(special_tokens)
         patterns.canonical(pattern)  # a bad pattern fails before the files are read
-        vocab, merges = gpt2_files.load_vocab_and_merges(vocab_filepath, merges_filepath, special_tokens)
+        vocab, merges = gpt2.load_vocab_and_merges(vocab_filepath, merges_filepath, special_tokens)
         try:
             return cls(vocab, merges, special_tokens, pattern=pattern)
         except ValueError as e:
@@ -246,8 +248,8 @@ class Tokenizer:
 
     def save(self, vocab_filepath: str | os.PathLike, merges_filepath: str | os.PathLike) -> None:
         """Write `vocab.json` and `merges.txt` in the GPT-2 format; an interrupted save leaves the old
-        files, or new files that `from_files` refuses as a mismatched pair (see `gpt2_files`)."""
-        gpt2_files.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
+        files, or new files that `from_files` refuses as a mismatched pair (see `formats.gpt2`)."""
+        gpt2.save_vocab_and_merges(self.vocab, self.merges, vocab_filepath, merges_filepath, self.special_tokens)
 
     @classmethod
     def from_pretrained(
@@ -271,7 +273,7 @@ class Tokenizer:
         >>> tok.encode("hello world")  # doctest: +SKIP
         [15339, 1917]
         """
-        from cs336_basics import pretrained
+        from cs336_basics.formats import pretrained
 
         loaded = pretrained.load(name_or_path, pattern=pattern, special_tokens=special_tokens, sha256=sha256)
         try:
@@ -282,21 +284,21 @@ class Tokenizer:
     def save_pretrained(self, directory: "str | os.PathLike") -> None:
         """Write `vocab.json`, `merges.txt` and `tokenizer.json` (Hugging Face's format, holding the
         pattern and the special tokens) into `directory`, atomically (see `pretrained.save`)."""
-        from cs336_basics import pretrained
+        from cs336_basics.formats import pretrained
 
         pretrained.save(directory, self.vocab, self.merges, self.special_tokens, self.pattern)
 
     def to_tiktoken(self, *, name: str = "cs336"):
         """A `tiktoken.Encoding` giving our ids on any text (special tokens allowed with
         `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
-        from cs336_basics import pretrained
+        from cs336_basics.formats import pretrained
 
         return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, self.pattern, name=name)
 
     def save_tiktoken(self, path: "str | os.PathLike") -> None:
         """Write our ids as a `.tiktoken` rank file (special tokens are not part of it), atomically;
         ValueError when the ids cannot be ranks (e.g. a vocabulary imported from Hugging Face)."""
-        from cs336_basics.tiktoken_files import ranks_from_vocab, save_ranks
+        from cs336_basics.formats.tiktoken import ranks_from_vocab, save_ranks
 
         save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
 
@@ -432,7 +434,7 @@ class Tokenizer:
         when every id fits (else uint32) unless `dtype` says otherwise. The output appears only
         when complete. Returns the number of tokens.
         """
-        from cs336_basics.token_arrays import encode_files
+        from cs336_basics.encode.token_arrays import encode_files
 
         files = sources.resolve(input_paths)
         if num_workers is None:
@@ -488,8 +490,8 @@ def _checked_vocab(vocab: dict[int, bytes]) -> dict[int, bytes]:
     checked: dict[int, bytes] = {}
     seen: dict[bytes, int] = {}
     for token_id, token in vocab.items():
-        if type(token_id) is not int or not 0 <= token_id <= gpt2_files.MAX_TOKEN_ID:
-            raise ValueError(f"vocab ids must be ints from 0 to {gpt2_files.MAX_TOKEN_ID}, got {token_id!r}")
+        if type(token_id) is not int or not 0 <= token_id <= gpt2.MAX_TOKEN_ID:
+            raise ValueError(f"vocab ids must be ints from 0 to {gpt2.MAX_TOKEN_ID}, got {token_id!r}")
         if not isinstance(token, (bytes, bytearray)):
             raise ValueError(f"vocab id {token_id} maps to {token!r}; tokens must be bytes")
         token = bytes(token)

@@ -29,12 +29,15 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from cs336_basics import executors, patterns, pretrained, report, sources
+from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
-from cs336_basics.gpt2_files import atomic_write_texts
-from cs336_basics.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
+from cs336_basics.corpora import executors, sources
+from cs336_basics.formats import pretrained
+from cs336_basics.formats.gpt2 import atomic_write_texts
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
-from cs336_basics.surrogates import fix_surrogates
+from cs336_basics.text import patterns
+from cs336_basics.text.surrogates import fix_surrogates
+from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
 
 DEFAULT_SPECIAL = "<|endoftext|>"
 
@@ -232,7 +235,7 @@ def load_tokenizer(source: str, special_tokens: list[str] | None, pattern: str |
     special tokens; one with only vocab.json and merges.txt gets the GPT-2 pattern and, unless
     --special-token says otherwise, <|endoftext|>. `pattern` (from --pattern) overrides the GPT-2
     default of vocab.json and merges.txt or of a .tiktoken file; a tokenizer.json must agree with it."""
-    from cs336_basics.pretrained import NAMES
+    from cs336_basics.formats.pretrained import NAMES
 
     if pattern is not None:
         pattern = patterns.canonical(pattern)

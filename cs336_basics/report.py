@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.merge_log import MergeLog, compression_curve, readable_token
+from cs336_basics.train.merge_log import MergeLog, compression_curve, readable_token
 
 PRETRAINED = ["gpt2", "cl100k_base", "o200k_base"]
 

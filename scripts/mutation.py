@@ -2,7 +2,7 @@
 
     uv run --group mutation python scripts/mutation.py [--children 2] [--examples 10] [MUTANT_GLOB ...]
 
-mutmut changes the code of `corpus`, `pretokenize`, `merge`, `encoding` and `bpe` one small mutation at
+mutmut changes the code of `corpora.cutting`, `text.pretokenize`, `train.merge`, `encode.encoder` and `bpe` one small mutation at
 a time (the configuration is `[tool.mutmut]` in pyproject.toml) and runs, for each mutant, the tests
 that call the mutated function; a mutant that no test notices *survives*. To judge a mutant in seconds
 the selection leaves out the slow tests (timing, memory caps, GPT-2 fixture parity) and caps every
@@ -10,7 +10,7 @@ hypothesis test at `--examples` examples, derandomized (`BPE_MUTATION_EXAMPLES`,
 
 The run happens in a fresh copy of the working tree under build/mutation/, so each run starts from
 nothing and editing the repository meanwhile changes nothing. Globs such as
-`"cs336_basics.corpus.x__covered*"` restrict the run to some functions. It ends by printing the
+`"cs336_basics.corpora.cutting.x__covered*"` restrict the run to some functions. It ends by printing the
 score (killed or timed out / all mutants) and the surviving mutants; `mutmut show NAME` run in
 build/mutation/ shows the diff of one.
 """

@@ -1,6 +1,6 @@
 """A merge shard process that serves some merges, then dies (used by tests/test_train_bpe.py).
 
-Tests point `cs336_basics.merge._SHARD_SERVER` at `serve` below. The environment says when and how
+Tests point `cs336_basics.train.merge._SHARD_SERVER` at `serve` below. The environment says when and how
 to die: DYING_SHARD_AFTER merges are answered, then the process exits with status 7
 (DYING_SHARD_HOW=exit) or raises MemoryError (DYING_SHARD_HOW=raise).
 """
@@ -8,7 +8,7 @@ to die: DYING_SHARD_AFTER merges are answered, then the process exits with statu
 import os
 from multiprocessing.connection import Connection
 
-from cs336_basics import merge
+from cs336_basics.train import merge
 
 
 def serve(inbox_fd: int, outbox_fd: int) -> None:

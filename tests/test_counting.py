@@ -10,7 +10,9 @@ import regex
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import corpus, counting, patterns, pretokenize, sources
+from cs336_basics.corpora import cutting, sources
+from cs336_basics.text import patterns, pretokenize
+from cs336_basics.train import counting
 from tests.common import OVERLAP_PIECES
 from tests.test_train_bpe import check_find_safe_cut
 
@@ -180,12 +182,12 @@ def test_find_safe_cut_looks_near_first_then_further(specials, first_window, win
     # window sizes finds the first safe cut (check_find_safe_cut sets SEARCH_WINDOW to `window`).
     pieces = st.sampled_from(OVERLAP_PIECES + ["é", "ab cd", "<a"] + specials * 3)
     text = "".join(data.draw(st.lists(pieces, max_size=30))).encode()
-    old = corpus.FIRST_WINDOW
-    corpus.FIRST_WINDOW = first_window
+    old = cutting.FIRST_WINDOW
+    cutting.FIRST_WINDOW = first_window
     try:
         check_find_safe_cut(text, specials, window)
     finally:
-        corpus.FIRST_WINDOW = old
+        cutting.FIRST_WINDOW = old
 
 
 def test_train_bpe_hands_the_counts_over_to_the_merge_loop(tmp_path, monkeypatch):
@@ -222,7 +224,7 @@ chunk_texts = st.text(st.sampled_from(["a", "B", "é", "世", "1", "!", ".", "'"
 def test_pretoken_counts_equal_each_chunk_cut_alone(pattern, texts):
     """The counts must be those of cutting each distinct chunk alone with the pattern, times its
     count, whatever shortcuts pretoken_counts takes."""
-    from cs336_basics import pretokenize
+    from cs336_basics.text import pretokenize
 
     pretokenizer = patterns.get(pattern)
     chunk_counts = Counter(chunk for text in texts for chunk in pretokenizer.chunks(text))

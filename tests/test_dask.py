@@ -9,7 +9,7 @@ import pytest
 
 from cs336_basics.bpe import train_bpe
 from cs336_basics.cli import main
-from cs336_basics.executors import WorkerError
+from cs336_basics.corpora.executors import WorkerError
 from tests.test_sources import DOCS, EOT, VOCAB, TEXT, WRITERS, FaultyExecutor, write_jsonl
 
 distributed = pytest.importorskip("distributed")

@@ -1,4 +1,4 @@
-"""The batched encode path (`encoding.EncodeCache.encode`) against the slow reference encoder.
+"""The batched encode path (`encoder.EncodeCache.encode`) against the slow reference encoder.
 
 The cache looks every chunk up at once and computes the missing ones together: chunks that may
 follow one another are joined and cut into pre-tokens in one call (ASCII and other text apart),
@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.encoding import bpe, build_merge_table, merge_chars, merge_words
-from cs336_basics.patterns import regex_string
+from cs336_basics.encode.encoder import bpe, build_merge_table, merge_chars, merge_words
+from cs336_basics.text.patterns import regex_string
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
 from tests.reference import merge_ranks, reference_bpe, reference_encode
@@ -204,13 +204,13 @@ def test_words_merged_in_parts_get_the_tokens_of_the_whole(case):
 def test_merge_words_cuts_where_no_merge_joins(monkeypatch):
     """Cutting is what saves the time: no merge joins "x" and "y", so the words are cut there and
     share their parts, each merged once."""
-    from cs336_basics import encoding
+    from cs336_basics.encode import encoder
 
     merges = [(b"a", b"b"), (b"ab", b"x"), (b"y", b"a")]
     table = build_merge_table(vocabulary_of(merges), merges)
     assert table.joins == {"ab", "bx", "ya"}
     merged = []
-    monkeypatch.setattr(encoding, "merge_chars", lambda word, table: merged.append(word) or merge_chars(word, table))
+    monkeypatch.setattr(encoder, "merge_chars", lambda word, table: merged.append(word) or merge_chars(word, table))
     # "yab" is [y][ab]: (a, b) comes first, and (y, ab) is no merge.
     assert merge_words(["abxyab", "abxyabxy", "abx"], table) == ["\u0101y\u0100", "\u0101y\u0101y", "\u0101"]
     assert sorted(merged) == sorted(["abx", "yab", "yabx", "y", table.separator])
@@ -274,9 +274,9 @@ def test_long_chunks_are_not_kept(trained):
 
 
 def test_missing_chunks_in_several_batches(trained, monkeypatch):
-    from cs336_basics import encoding
+    from cs336_basics.encode import encoder
 
-    monkeypatch.setattr(encoding, "_BATCH", 7)
+    monkeypatch.setattr(encoder, "_BATCH", 7)
     vocab, merges = trained
     for cache_size in (5, 1 << 10):
         tokenizer = Tokenizer(vocab, merges, [EOT], cache_size=cache_size)
@@ -289,7 +289,7 @@ def test_missing_chunks_in_several_batches(trained, monkeypatch):
 
 
 def test_workers_share_computed_entries_through_files(tmp_path, trained):
-    from cs336_basics.token_arrays import _SharedCache
+    from cs336_basics.encode.token_arrays import _SharedCache
 
     vocab, merges = trained
     a, b = Tokenizer(vocab, merges, [EOT]), Tokenizer(vocab, merges, [EOT])
@@ -319,6 +319,6 @@ def test_workers_share_computed_entries_through_files(tmp_path, trained):
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(st.dictionaries(st.text(), st.binary()))
 def test_packed_entries_read_back(entries):
-    from cs336_basics.token_arrays import pack_entries, unpack_entries
+    from cs336_basics.encode.token_arrays import pack_entries, unpack_entries
 
     assert unpack_entries(pack_entries(entries)) == entries

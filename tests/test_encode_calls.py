@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cs336_basics import bpe as bpe_module
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.patterns import regex_string
+from cs336_basics.text.patterns import regex_string
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
 from tests.reference import reference_encode

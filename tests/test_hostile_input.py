@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main as bpe_main
-from cs336_basics.merge_log import read_merge_log
+from cs336_basics.train.merge_log import read_merge_log
 from tests.common import FIXTURES_PATH, gpt2_bytes_to_unicode, gpt2_files, tiktoken_for, tiktoken_gpt2
 from tests.reference import reference_encode, reference_train_bpe
 
@@ -1089,7 +1089,7 @@ def test_from_files_reads_only_the_two_named_files(tmp_path):
 def test_library_source_never_loads_code():
     """No pickle-like module, no eval/exec/compile/__import__, no allow_pickle=True in cs336_basics."""
     found = []
-    for path in sorted((ROOT / "cs336_basics").glob("*.py")):
+    for path in sorted((ROOT / "cs336_basics").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             where = f"{path.name}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, (ast.Import, ast.ImportFrom)):

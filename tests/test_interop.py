@@ -116,8 +116,8 @@ def test_other_patterns_round_trip_through_hugging_face_and_transformers(trained
     ids = ours.encode(text)
     assert hf.encode(text).ids == ids == loaded.encode(text) == fast.encode(text)
     # the pre-tokens themselves, which a small vocabulary might hide (e.g. digits in threes)
-    from cs336_basics.gpt2_files import token_to_text
-    from cs336_basics.patterns import regex_string
+    from cs336_basics.formats.gpt2 import token_to_text
+    from cs336_basics.text.patterns import regex_string
 
     document = text.replace(EOT, "")
     pieces = [document] if pattern == "none" else regex.findall(regex_string(pattern), document)
@@ -190,8 +190,8 @@ def hf_byte_level(tmp_path_factory):
 def test_we_read_split_then_byte_level_files_with_their_ids(tmp_path, as_written):
     """GPT-4's regex as tiktoken spells it means something else to Hugging Face (digits are not cut
     in threes), and we follow Hugging Face; as we write it, it is GPT-4's pattern."""
-    from cs336_basics.hf_files import _for_oniguruma
-    from cs336_basics.patterns import regex_string
+    from cs336_basics.formats.hf import _for_oniguruma
+    from cs336_basics.text.patterns import regex_string
 
     split = regex_string("cl100k") if as_written == "by tiktoken" else _for_oniguruma(regex_string("cl100k"))
     hf, path = _hf_trained(tmp_path, split_regex=split)

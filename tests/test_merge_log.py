@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
-from cs336_basics.merge import train_merges
-from cs336_basics.merge_log import COLUMNS, MergeLog, compression_curve, read_merge_log, readable_token
 from cs336_basics.report import truncated
+from cs336_basics.train.merge import train_merges
+from cs336_basics.train.merge_log import COLUMNS, MergeLog, compression_curve, read_merge_log, readable_token
 from tests.common import FIXTURES_PATH
 from tests.reference import (
     GPT2_PATTERN,

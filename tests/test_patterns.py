@@ -14,9 +14,10 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import merge, patterns
 from cs336_basics.bpe import Tokenizer, train_bpe
-from cs336_basics.corpus import find_safe_cut
+from cs336_basics.corpora.cutting import find_safe_cut
+from cs336_basics.text import patterns
+from cs336_basics.train import merge
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH, tiktoken_for
 from tests.reference import reference_encode, reference_pretokens, reference_train_bpe, split_documents
@@ -161,7 +162,7 @@ def test_named_patterns_cover_every_character(text, name):
         assert pieces == reference_pretokens(document, patterns.regex_string(name))
 
 
-# --- the safe-boundary facts (see the docstring of cs336_basics/patterns.py) --------------------------
+# --- the safe-boundary facts (see the docstring of cs336_basics/text/patterns.py) --------------------------
 
 
 @settings(max_examples=FUZZ or 400, deadline=None)
@@ -265,7 +266,7 @@ def test_encode_iterable_never_cuts_between_punctuation_and_newline(crossing_voc
 
 
 def test_long_sequences_equal_the_reference_encoder(crossing_vocab):
-    # Pieces longer than 64 tokens take the heap path of `encoding.bpe`.
+    # Pieces longer than 64 tokens take the heap path of `encoder.bpe`.
     vocab, merges = crossing_vocab
     text = _generated_corpus(2, 5000).replace(EOT, "")
     tok = Tokenizer(vocab, merges, pattern="none")

@@ -6,8 +6,8 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics.corpus import find_safe_cut
-from cs336_basics.pretokenize import WHITESPACE, chunks, pretokenize, pretokenize_chunk
+from cs336_basics.corpora.cutting import find_safe_cut
+from cs336_basics.text.pretokenize import WHITESPACE, chunks, pretokenize, pretokenize_chunk
 from tests.reference import GPT2_PATTERN, split_documents
 
 PIECES = st.sampled_from(

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.encoding import bpe, build_merge_table
-from cs336_basics.tiktoken_files import load_ranks, parse_ranks, recover_merges, vocab_from_ranks
+from cs336_basics.encode.encoder import bpe, build_merge_table
+from cs336_basics.formats.tiktoken import load_ranks, parse_ranks, recover_merges, vocab_from_ranks
 from tests.common import TIKTOKEN_FILES, tiktoken_file_bytes
 
 NAMES = ["gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
@@ -124,7 +124,7 @@ def test_a_tiktoken_file_loads_with_pattern_and_special_tokens(tmp_path):
     """GPT-2's ranks with GPT-4's pattern, against tiktoken given the same."""
     import tiktoken
 
-    from cs336_basics.patterns import regex_string
+    from cs336_basics.text.patterns import regex_string
 
     path = tmp_path / "r50k_base.tiktoken"
     path.write_bytes(tiktoken_file_bytes("r50k_base"))
@@ -193,7 +193,7 @@ def test_unknown_names_list_the_known_ones():
 def test_without_tiktoken_the_message_names_the_extra(monkeypatch):
     import sys
 
-    from cs336_basics import pretrained
+    from cs336_basics.formats import pretrained
 
     monkeypatch.setattr(pretrained, "_recovered", {})
     monkeypatch.setitem(sys.modules, "tiktoken", None)  # import tiktoken now raises ImportError
@@ -204,7 +204,7 @@ def test_without_tiktoken_the_message_names_the_extra(monkeypatch):
 def test_a_failed_download_says_where_tiktoken_looks(monkeypatch):
     import tiktoken
 
-    from cs336_basics import pretrained
+    from cs336_basics.formats import pretrained
 
     def offline(name):
         raise ConnectionError("no network")

@@ -11,7 +11,7 @@ import pytest
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
-from cs336_basics.merge_log import MergeLog, compression_curve, read_merge_log, readable_token
+from cs336_basics.train.merge_log import MergeLog, compression_curve, read_merge_log, readable_token
 from tests.common import FIXTURES_PATH
 from tests.reference import reference_train_bpe
 

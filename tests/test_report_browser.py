@@ -13,7 +13,7 @@ import pytest
 
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, train_bpe
-from cs336_basics.merge_log import MergeLog, compression_curve
+from cs336_basics.train.merge_log import MergeLog, compression_curve
 from tests.common import FIXTURES_PATH
 from tests.test_report import FakePretrained
 

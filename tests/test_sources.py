@@ -1,4 +1,4 @@
-"""Corpora as they come (cs336_basics/sources.py): folders, globs, lists and URLs of .txt, .jsonl and
+"""Corpora as they come (cs336_basics/corpora/sources.py): folders, globs, lists and URLs of .txt, .jsonl and
 .parquet files, compressed or not, read in work units by local processes or any executor.
 
 The oracle is the plain `.txt` of the same documents joined by `<|endoftext|>`: training on any
@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import sources
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
-from cs336_basics.executors import WorkerError
+from cs336_basics.corpora import sources
+from cs336_basics.corpora.executors import WorkerError
 from tests.reference import reference_train_bpe
 
 EOT = "<|endoftext|>"
@@ -404,7 +404,7 @@ def test_bpe_command_reports_bad_records_and_unreachable_schedulers_in_one_line(
 @pytest.mark.parametrize("pattern", ["cl100k", "none", r"\w+|\s+|[^\w\s]+"])
 @pytest.mark.parametrize("name", ["corpus.txt", "corpus.jsonl", "corpus.parquet", "corpus.txt.gz"])
 def test_patterns_travel_with_the_work_units(tmp_path, corpus_dir, name, pattern):
-    from cs336_basics import patterns
+    from cs336_basics.text import patterns
 
     # Few words, so that merges span whitespace (with "none") and punctuation takes newlines (cl100k):
     # a piece cut where the pattern does not allow it changes the merges or the ids.
@@ -426,7 +426,8 @@ def test_patterns_travel_with_the_work_units(tmp_path, corpus_dir, name, pattern
 def test_txt_blocks_are_cut_only_where_the_pattern_allows(tmp_path, name, pattern):
     import regex
 
-    from cs336_basics import counting, patterns
+    from cs336_basics.text import patterns
+    from cs336_basics.train import counting
 
     rng = random.Random(2)
     docs = ["".join(rng.choice(["the", "cat", "!!", "a"]) + rng.choice([" ", "\n", "  "]) for _ in range(30))

@@ -460,7 +460,7 @@ def test_surrogates_in_encode_iterable_even_split_across_pieces(trained_with_tik
 
 
 def test_fix_surrogates_returns_clean_text_itself():
-    from cs336_basics.surrogates import fix_surrogates
+    from cs336_basics.text.surrogates import fix_surrogates
 
     for text in ["plain ascii", "Grüße, 世界 😀", ""]:
         assert fix_surrogates(text) is text

@@ -9,7 +9,7 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics.merge import _reversed_order_key, train_merges
+from cs336_basics.train.merge import _reversed_order_key, train_merges
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH, OVERLAP_PIECES, OVERLAPPING_SPECIALS
 from tests.reference import (
@@ -184,7 +184,7 @@ def overlapping_corpora(draw):
 @pytest.mark.parametrize(
     "text, specials",
     [
-        # One-off errors in the coverage test of corpus.find_safe_cut cut at the start of "<x>>" inside
+        # One-off errors in the coverage test of cutting.find_safe_cut cut at the start of "<x>>" inside
         # "<<x>>" (a token starting one byte before the cut) ...
         ("a<<x>>b <<x>> c<x>>d  <<x>><<x>> ee<<x>>>x> " * 3, ["<<x>>", "<x>>"]),
         # ... or at the start of "]bb[" inside "[aa]bb[" (a token ending one byte after the cut).
@@ -298,13 +298,13 @@ class InProcessShard:
     inputs fast. It answers in order, as the process would, and only what was asked."""
 
     def start(self, words, counts, long):
-        from cs336_basics import merge
+        from cs336_basics.train import merge
 
         self.shard = merge._Shard(words, counts, long)
         self.answers = [self.shard.count_pairs()]
 
     def send_merge(self, pair, new):
-        from cs336_basics import merge
+        from cs336_basics.train import merge
 
         self.answers.append(merge._answer(self.shard, pair, new))
 
@@ -318,7 +318,7 @@ class InProcessShard:
 def _chosen_early(monkeypatch) -> list[bool]:
     """Record, for each pair chosen while a merge's remote changes were not in, whether it was
     taken then."""
-    from cs336_basics import merge
+    from cs336_basics.train import merge
 
     seen: list[bool] = []
     check = merge._Unheard.cannot_change
@@ -365,7 +365,7 @@ def test_sharded_training_through_train_bpe(tmp_path, monkeypatch, workers):
     # train_bpe shards the merge loop only past _PARALLEL_MIN_WORDS distinct pre-tokens; lower it so
     # that small corpora take that path (the stats say how many workers were used).
     import cs336_basics.bpe
-    from cs336_basics import merge
+    from cs336_basics.train import merge
 
     started = []
 
@@ -390,7 +390,7 @@ def _child_pids() -> set[int]:
 
 @pytest.mark.parametrize("after_merges, how, code", [(0, "exit", 7), (5, "exit", 7), (3, "raise", 1)])
 def test_a_dying_merge_worker_is_a_clear_error(monkeypatch, after_merges, how, code):
-    from cs336_basics import merge
+    from cs336_basics.train import merge
 
     counts = {w.encode(): n for n, w in enumerate(["hello", "world", "yellow", "mellow", "low", "owl"] * 3, start=1)}
     before = _child_pids()
@@ -405,7 +405,7 @@ def test_a_dying_merge_worker_is_a_clear_error(monkeypatch, after_merges, how, c
     assert _child_pids() == before  # every worker is gone, the live ones too
 
 
-# --- where the corpus may be cut: corpus.find_safe_cut against its definition -----------------------
+# --- where the corpus may be cut: cutting.find_safe_cut against its definition -----------------------
 
 _ASCII_WS = b"\t\n\x0b\x0c\r "
 
@@ -445,19 +445,19 @@ def check_find_safe_cut(text: bytes, specials: list[str], window: int) -> None:
     """find_safe_cut gives the first safe cut at every target, for several stops."""
     import io
 
-    from cs336_basics import corpus
+    from cs336_basics.corpora import cutting
 
     encoded = [s.encode() for s in specials]
     cuts = [c for c in range(1, len(text)) if is_safe_cut(text, c, encoded)]
-    old = corpus.SEARCH_WINDOW
-    corpus.SEARCH_WINDOW = window  # small windows make the search cross window edges
+    old = cutting.SEARCH_WINDOW
+    cutting.SEARCH_WINDOW = window  # small windows make the search cross window edges
     try:
         for stop in [len(text), *cuts[:: max(len(cuts) // 4, 1)]]:
             for target in range(len(text) + 2):
                 expected = min((c for c in cuts if max(target, 1) <= c < stop), default=stop)
-                assert corpus.find_safe_cut(io.BytesIO(text), target, stop, encoded) == expected, (target, stop)
+                assert cutting.find_safe_cut(io.BytesIO(text), target, stop, encoded) == expected, (target, stop)
     finally:
-        corpus.SEARCH_WINDOW = old
+        cutting.SEARCH_WINDOW = old
 
 
 # --- building blocks of counting and merging, on hand-worked values ---------------------------------
@@ -474,13 +474,13 @@ def test_reversed_order_key_values():
      (" é1", [" é", "1"]), ("don't", ["don", "'t"])],
 )
 def test_pretokenize_chunk_examples(chunk, pretokens):
-    from cs336_basics.pretokenize import pretokenize_chunk
+    from cs336_basics.text.pretokenize import pretokenize_chunk
 
     assert pretokenize_chunk(chunk) == pretokens == regex.findall(GPT2_PATTERN, chunk)
 
 
 def test_count_chunks_makes_its_own_counter():
-    from cs336_basics.pretokenize import count_chunks, special_token_regex
+    from cs336_basics.text.pretokenize import count_chunks, special_token_regex
 
     assert count_chunks("a b<|x|>a b", special_token_regex(["<|x|>"])) == Counter({"a": 2, " b": 2})
 
@@ -488,7 +488,7 @@ def test_count_chunks_makes_its_own_counter():
 def test_train_merges_reports_each_merge_restores_gc_and_starts_no_process(monkeypatch):
     import gc
 
-    from cs336_basics import merge
+    from cs336_basics.train import merge
 
     def no_process(*args):
         raise AssertionError("one shard needs no process")
@@ -512,7 +512,7 @@ def test_pair_queue_pops_what_a_plain_max_would(data):
     # The queue keeps most pairs out of its heap (below a floor that halves as counts fall) and
     # files stale entries again; a plain max over the counts is the oracle. Counts may only rise
     # for pairs that are absent (as in the merge loop, where only new pairs gain).
-    from cs336_basics.merge import _PairQueue, _pair_chars, _pair_id
+    from cs336_basics.train.merge import _PairQueue, _pair_chars, _pair_id
 
     tokens = _QUEUE_TOKENS[:-2] + [bytes([i]) for i in range(256)]  # distinct byte strings
     chars = [chr(i) for i in range(len(tokens))]
@@ -547,7 +547,7 @@ def test_pair_queue_pops_what_a_plain_max_would(data):
 
 def test_allocator_knobs_do_nothing_where_the_c_library_lacks_them(monkeypatch):
     # glibc has both calls; elsewhere (macOS, Windows, musl) training must run all the same.
-    from cs336_basics import allocator
+    from cs336_basics.train import allocator
 
     allocator.release_freed_memory()
     allocator.return_large_blocks_at_once()

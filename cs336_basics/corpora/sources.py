@@ -19,7 +19,7 @@ recursively in sorted order; a glob; a list of these; and `scheme://` URLs throu
 which a worker opens and reads itself with `read_unit`, so the process that plans never holds the
 corpus:
 
-- a `.txt` file is cut at safe cuts (see `corpus`), where no pre-token changes;
+- a `.txt` file is cut at safe cuts (see `cutting`), where no pre-token changes;
 - an uncompressed `.jsonl` file is cut after a newline, between records;
 - a Parquet file is cut between row groups;
 - a compressed file is one unit: it cannot be seeked, and splitting it would need someone to
@@ -37,8 +37,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cs336_basics import corpus, patterns
-from cs336_basics.surrogates import fix_surrogates
+from cs336_basics.corpora import cutting
+from cs336_basics.text import patterns
+from cs336_basics.text.surrogates import fix_surrogates
 
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 DEFAULT_TEXT_FIELD = "text"
@@ -141,7 +142,7 @@ def _resolve_local(item: str) -> list[Source]:
         return _matched(item, names, "folder")
     if not path.exists() and _GLOB_CHARS & set(item):
         return _matched(item, sorted(p for p in glob.glob(item, recursive=True) if os.path.isfile(p)), "glob")
-    size = corpus.file_size(path)
+    size = cutting.file_size(path)
     fmt, compression = _format_of(path.name, explicit=True)
     return [Source(item, fmt, compression, size)]
 
@@ -156,7 +157,7 @@ def _matched(item: str, names: list[str], kind: str, sizes=None) -> list[Source]
     for name in names:
         found = _format_of(os.path.basename(name), explicit=False)
         if found:
-            size = sizes(name) if sizes else corpus.file_size(name)
+            size = sizes(name) if sizes else cutting.file_size(name)
             sources.append(Source(name, found[0], found[1], size))
     if not sources:
         raise FileNotFoundError(2, f"{kind} with no supported files (.txt, .jsonl, .parquet, optionally "
@@ -277,7 +278,7 @@ def _plan_bytes(source: Source, piece_size: int, specials: tuple[str, ...], patt
     with open_binary(source.path) as f:
         while start < size:
             if source.format == "txt":
-                end = corpus.find_safe_cut(f, start + piece_size, size, special_bytes, boundary)
+                end = cutting.find_safe_cut(f, start + piece_size, size, special_bytes, boundary)
             else:
                 end = _after_newline(f, start + piece_size, size)
             ranges.append((start, end))
@@ -365,8 +366,8 @@ def read_unit(unit: WorkUnit, *, block_size: int = BLOCK_SIZE) -> Iterator[tuple
             boundary = patterns.get(unit.pattern).safe_cut_bytes
             pos = unit.start
             while pos < unit.end:
-                cut = corpus.find_safe_cut(raw, pos + block_size, unit.end, specials, boundary)
-                yield cut - pos, corpus.read_text(raw, unit.path, pos, cut), False
+                cut = cutting.find_safe_cut(raw, pos + block_size, unit.end, specials, boundary)
+                yield cut - pos, cutting.read_text(raw, unit.path, pos, cut), False
                 pos = cut
         else:
             yield from _read_jsonl(unit, _line_blocks(raw, unit.start, unit.end, block_size), first_line=None)
@@ -387,13 +388,13 @@ def _read_text_stream(unit: WorkUnit, stream, raw, block_size: int) -> Iterator[
             continue
         if data:
             stop = len(buffer) - margin  # a cut needs `margin` bytes after it to rule out a special token
-            cut = corpus.find_safe_cut(io.BytesIO(buffer), max(stop - corpus.SEARCH_WINDOW, 0), stop, specials, boundary)
+            cut = cutting.find_safe_cut(io.BytesIO(buffer), max(stop - cutting.SEARCH_WINDOW, 0), stop, specials, boundary)
             if cut >= stop:
                 continue  # no cut in the tail yet: read more
         else:
             cut = len(buffer)
         if cut or not data:
-            text = corpus.decode_utf8(buffer[:cut], unit.path, offset, "of the decompressed text")
+            text = cutting.decode_utf8(buffer[:cut], unit.path, offset, "of the decompressed text")
             done = min(raw.tell(), unit.size) if data else unit.size
             yield done - reported, text, False
             reported = done

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cs336_basics import executors, sources
-from cs336_basics.gpt2_files import temp_file_beside
+from cs336_basics.corpora import executors, sources
+from cs336_basics.formats.gpt2 import temp_file_beside
 
 _HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
 

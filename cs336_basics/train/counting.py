@@ -21,8 +21,10 @@ from concurrent.futures import Executor
 from functools import partial
 from itertools import islice
 
-from cs336_basics import allocator, executors, patterns, sources
-from cs336_basics.pretokenize import count_chunks, pretoken_counts, special_token_regex
+from cs336_basics.corpora import executors, sources
+from cs336_basics.text import patterns
+from cs336_basics.text.pretokenize import count_chunks, pretoken_counts, special_token_regex
+from cs336_basics.train import allocator
 
 _progress = None  # a shared counter of bytes read, set in each local worker process
 _claims = None  # the tasks left to local processes (see `_claim`), set in each local worker process

@@ -2,9 +2,9 @@
 
 `load` takes what `Tokenizer.from_pretrained` takes; `save` writes a tokenizer directory:
 
-    DIR/vocab.json       GPT-2's format (see gpt2_files), as `Tokenizer.save` writes it
+    DIR/vocab.json       GPT-2's format (see `gpt2`), as `Tokenizer.save` writes it
     DIR/merges.txt       GPT-2's format, its first line naming the sha256 of the other two
-    DIR/tokenizer.json   Hugging Face's format (see hf_files): the same vocabulary and merges, the
+    DIR/tokenizer.json   Hugging Face's format (see `hf`): the same vocabulary and merges, the
                          pre-tokenization pattern and the special tokens
 
 The three files are written to temporary files first and renamed into place together. Loading a
@@ -17,7 +17,7 @@ Their rank files come from tiktoken's own loader, so they are read from its cach
 (`TIKTOKEN_CACHE_DIR`, by default a folder in the temporary directory) or downloaded by it, with
 its hash checks. tiktoken is an optional extra: `pip install 'cs336-basics[tiktoken]'`.
 
-The merges are recovered from the ranks (`tiktoken_files.recover_merges`) and the ids are the
+The merges are recovered from the ranks (`tiktoken.recover_merges`) and the ids are the
 ranks, so encoding gives tiktoken's ids.
 """
 
@@ -26,8 +26,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cs336_basics import gpt2_files, hf_files, patterns
-from cs336_basics.tiktoken_files import load_ranks, ranks_from_vocab, recover_merges, vocab_from_ranks
+from cs336_basics.formats import gpt2, hf
+from cs336_basics.formats.tiktoken import load_ranks, ranks_from_vocab, recover_merges, vocab_from_ranks
+from cs336_basics.text import patterns
 
 
 @dataclass(frozen=True)
@@ -139,12 +140,12 @@ def load(
             if not p.is_file():
                 raise FileNotFoundError(f"no tokenizer.json and no {p.name} in {path}")
         specials = list(special_tokens or [])
-        vocab, merges = gpt2_files.load_vocab_and_merges(vocab_path, merges_path, specials)
+        vocab, merges = gpt2.load_vocab_and_merges(vocab_path, merges_path, specials)
         return Encoding(vocab, merges, specials, pattern or "gpt2")
     json_path = path / "tokenizer.json" if path.is_dir() else path
     if path.is_dir():
         _check_same_save(path)
-    vocab, merges, specials, own_pattern = hf_files.parse_tokenizer_json(json_path.read_bytes(), source=str(json_path))
+    vocab, merges, specials, own_pattern = hf.parse_tokenizer_json(json_path.read_bytes(), source=str(json_path))
     if pattern is not None and patterns.canonical(pattern) != own_pattern:
         raise ValueError(f"{json_path} has the pattern {own_pattern!r}; it cannot be loaded with pattern={pattern!r}")
     if special_tokens is not None:
@@ -158,7 +159,7 @@ def _check_same_save(directory: Path) -> None:
     merges_path = directory / "merges.txt"
     if not merges_path.is_file():
         return
-    for name, digest in gpt2_files.companion_hashes(merges_path).items():
+    for name, digest in gpt2.companion_hashes(merges_path).items():
         other = directory / name
         if other.is_file() and hashlib.sha256(other.read_bytes()).hexdigest() != digest:
             raise ValueError(
@@ -178,13 +179,13 @@ def save(
     """Write the tokenizer directory (see the module docstring), creating it if needed, with any
     `extra_files` (name -> text) in the same atomic write."""
     directory = Path(directory)
-    hf_text = hf_files.tokenizer_json(vocab, merges, special_tokens, pattern)
-    vocab_text, merges_text = gpt2_files.vocab_and_merges_texts(
+    hf_text = hf.tokenizer_json(vocab, merges, special_tokens, pattern)
+    vocab_text, merges_text = gpt2.vocab_and_merges_texts(
         vocab, merges, special_tokens, companions={"tokenizer.json": hf_text}
     )
     directory.mkdir(parents=True, exist_ok=True)
     texts = {"vocab.json": vocab_text, "merges.txt": merges_text, "tokenizer.json": hf_text, **(extra_files or {})}
-    gpt2_files.atomic_write_texts({directory / name: text for name, text in texts.items()})
+    gpt2.atomic_write_texts({directory / name: text for name, text in texts.items()})
 
 
 def to_tiktoken(

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from itertools import groupby
 from multiprocessing.connection import Connection
 
-from cs336_basics import allocator
+from cs336_basics.train import allocator
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -511,7 +511,7 @@ def _compact(ids: list[int]) -> int | tuple[int, ...]:
 
 
 # The function a shard process runs, as "module:function"; given the two ends of its pipes.
-_SHARD_SERVER = "cs336_basics.merge:_serve_shard"
+_SHARD_SERVER = "cs336_basics.train.merge:_serve_shard"
 
 # How long to poll a pipe for the next message before sleeping in a blocking read. The answer to a
 # merge is usually due within a few hundred microseconds, and waking a sleeping process costs about
@@ -579,7 +579,7 @@ class _RemoteShard:
         outbox_r, outbox_w = os.pipe()  # from the shard
         module, function = _SHARD_SERVER.split(":")
         code = f"import sys; from {module} import {function}; {function}(int(sys.argv[1]), int(sys.argv[2]))"
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where cs336_basics is
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where cs336_basics is
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         try:
             self.process = subprocess.Popen(

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from cs336_basics import patterns
+from cs336_basics.text import patterns
 
 # GPT-2's: a non-whitespace ASCII byte followed by an ASCII whitespace byte: cut after the first.
 _WS_BOUNDARY = patterns.get("gpt2").safe_cut_bytes

@@ -20,8 +20,8 @@ import json
 
 import regex
 
-from cs336_basics.gpt2_files import text_to_token, token_to_text
-from cs336_basics.patterns import regex_string
+from cs336_basics.formats.gpt2 import text_to_token, token_to_text
+from cs336_basics.text.patterns import regex_string
 
 _NAMED = ("gpt2", "cl100k", "o200k")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from itertools import accumulate, chain, compress, count, repeat
 from operator import itemgetter, not_
 
-from cs336_basics.patterns import Pretokenizer
+from cs336_basics.text.patterns import Pretokenizer
 
 _NO_RANK = 1 << 62
 

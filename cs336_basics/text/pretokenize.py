@@ -10,9 +10,9 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import chain
 
-from cs336_basics import patterns
-from cs336_basics.patterns import GPT2 as GPT2_PATTERN  # noqa: F401 (re-exported)
-from cs336_basics.patterns import WHITESPACE, Pretokenizer  # noqa: F401
+from cs336_basics.text import patterns
+from cs336_basics.text.patterns import GPT2 as GPT2_PATTERN  # noqa: F401 (re-exported)
+from cs336_basics.text.patterns import WHITESPACE, Pretokenizer  # noqa: F401
 
 _GPT2 = patterns.get("gpt2")
 

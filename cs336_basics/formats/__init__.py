@@ -1,0 +1,4 @@
+"""Tokenizer files in and out: GPT-2's `vocab.json` and `merges.txt` and atomic writes (`gpt2`),
+Hugging Face's `tokenizer.json` (`hf`), tiktoken's rank files and the merges recovered from them
+(`tiktoken`), and pretrained names and tokenizer directories (`pretrained`, open it first).
+Imports `text` only."""
