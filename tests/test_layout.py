@@ -14,6 +14,7 @@ ALLOWED = {
     "formats": {"text"},
     "train": {"text", "corpora"},
     "encode": {"text", "corpora", "formats"},
+    "datasets": {"text", "corpora", "formats", "encode"},
 }
 # The top-level modules, each of which may import the packages and the ones before it in this list.
 TOP = ["bpe", "report", "cli"]

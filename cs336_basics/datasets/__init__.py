@@ -1,0 +1,3 @@
+"""Token datasets for training: a corpus encoded into shards with document boundaries and a
+manifest (`layout`, open it first, says what is on disk), in the formats trainers read. Imports
+`text`, `corpora`, `formats` and `encode`."""
