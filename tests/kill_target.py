@@ -6,13 +6,14 @@ kill the process at that exact moment (used by tests/test_hostile_input.py).
 Each call to `os.fsync` (a temporary file is complete but not yet in place) and each call to
 `os.replace` / `os.rename` (a file has just been put in place) is a *write event*. After each one a
 line `kill_target: <event> <n>` goes to stderr; after the K-th one the line is
-`kill_target: paused at <event> <n>` and the process sleeps 3 s, to be signalled then. K = 0 pauses
-nowhere. Nothing else about the command changes.
+`kill_target: paused at <event> <n>` and the process waits for a line on its standard input, which
+the test writes once it has sent its signal (a signal arriving while the read waits is handled at
+once: Python runs the handler, then goes on reading). K = 0 pauses nowhere. Nothing else about the
+command changes.
 """
 
 import os
 import sys
-import time
 
 
 def main() -> int:
@@ -26,9 +27,10 @@ def main() -> int:
         if seen == pause_at:
             sys.stderr.write(f"kill_target: paused at {event} {seen}\n")
             sys.stderr.flush()
-            # The test signals us now. SIGKILL ends us; SIGINT, which the program defers while it
-            # renames its files into place, takes effect here or once the renames are done.
-            time.sleep(3)
+            # The test signals us now, then releases us. SIGKILL ends us; SIGINT, which the program
+            # defers while it renames its files into place, takes effect here or once the renames
+            # are done.
+            sys.stdin.readline()
         else:
             sys.stderr.write(f"kill_target: {event} {seen}\n")
             sys.stderr.flush()

@@ -18,6 +18,7 @@ Run `uv run pytest tests/test_hostile_input.py -s` to see the measured times.
 """
 
 import ast
+import contextlib
 import json
 import os
 import pickle
@@ -789,13 +790,13 @@ def test_encoding_a_one_megabyte_pretoken_is_fast(tmp_path, request, which, text
 BPE = ["-m", "cs336_basics.cli"]
 
 
-def _spawn(args: list[str], cwd: Path) -> subprocess.Popen:
+def _spawn(args: list[str], cwd: Path, stdin=subprocess.DEVNULL) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.Popen(
         [sys.executable, *args],
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -939,7 +940,7 @@ def test_killed_during_the_final_write_leaves_old_or_new_output(kill_setup, comm
     problems, seen = [], []
     for k in range(1, 10):
         _put_old_version(folder, setup["names"], setup["versions"]["old"])
-        proc = _spawn([str(KILL_TARGET), str(k), *setup["args"](folder)], folder.parent)
+        proc = _spawn([str(KILL_TARGET), str(k), *setup["args"](folder)], folder.parent, stdin=subprocess.PIPE)
         paused_at, lines = None, []
         try:
             with time_limit(60):
@@ -948,6 +949,9 @@ def test_killed_during_the_final_write_leaves_old_or_new_output(kill_setup, comm
                     if line.startswith("kill_target: paused at "):
                         paused_at = line.removeprefix("kill_target: paused at ").strip()
                         proc.send_signal(sig)
+                        with contextlib.suppress(BrokenPipeError):  # gone already after SIGKILL
+                            proc.stdin.write("go on\n")
+                            proc.stdin.flush()
                         break
                 err = "".join(lines) + proc.communicate(timeout=60)[1]
         finally:
