@@ -158,7 +158,8 @@ class TokenDataset:
             raise ValueError(f"{self.path}: a {self.kind} dataset records no document boundaries")
         return self._num_documents
 
-    def _shard(self, k: int) -> np.ndarray:
+    def shard_ids(self, k: int) -> np.ndarray:
+        """The ids of shard k, memory-mapped (mapped now if this is the first read of it)."""
         array = self._arrays[k]
         if array is None:
             name = self.shard_names[k]
@@ -174,7 +175,8 @@ class TokenDataset:
                 self._single = array
         return array
 
-    def _shard_docs(self, k: int) -> np.ndarray:
+    def shard_document_starts(self, k: int) -> np.ndarray:
+        """The offsets in shard k of the documents that start in it (a dataset directory only)."""
         docs = self._docs_of_shard[k]
         if docs is None:
             path = layout.docs_file(self.path, self.shard_names[k])
@@ -197,7 +199,7 @@ class TokenDataset:
             first = int(self._offsets[k])
             take = min(stop, int(self._offsets[k + 1])) - at
             if take > 0:
-                out[at - start : at - start + take] = self._shard(k)[at - first : at - first + take]
+                out[at - start : at - start + take] = self.shard_ids(k)[at - first : at - first + take]
                 at += take
             k += 1
         return out
@@ -212,7 +214,7 @@ class TokenDataset:
                 return len(self)
             return int(self._megatron.sequence_pointers[sequence]) // self.dtype.itemsize
         k = int(np.searchsorted(self._doc_offsets, i, side="right")) - 1
-        return int(self._offsets[k]) + int(self._shard_docs(k)[i - int(self._doc_offsets[k])])
+        return int(self._offsets[k]) + int(self.shard_document_starts(k)[i - int(self._doc_offsets[k])])
 
     def document(self, i: int) -> np.ndarray:
         """The ids of document i (int64), from its start to the next one's (or the end), across shards."""
@@ -247,7 +249,7 @@ class TokenDataset:
             inside = local + m + 1 <= self._offsets[shard + 1] - self._offsets[shard]
             for k in np.unique(shard[inside]):
                 pick = inside & (shard == k)
-                rows[pick] = self._shard(int(k))[local[pick, None] + window]
+                rows[pick] = self.shard_ids(int(k))[local[pick, None] + window]
             for r in np.flatnonzero(~inside):  # rows that cross a shard edge
                 rows[r] = self.read(int(starts[r]), int(starts[r]) + m + 1)
         x, y = np.ascontiguousarray(rows[:, :m]), np.ascontiguousarray(rows[:, 1:])
@@ -281,6 +283,29 @@ class TokenDataset:
         if problems:
             raise ValueError(f"{self.path}: {len(problems)} problem(s): " + "; ".join(problems))
 
+    def shard_problems(self, k: int) -> list[str]:
+        """What is wrong with shard k of a dataset directory against its manifest entry (reads and
+        hashes its files): an empty list when nothing is."""
+        name, entry = self.shard_names[k], self.manifest["shards"][k]
+        bad = []
+        for path, key in ((layout.ids_file(self.path, name), "sha256"), (layout.docs_file(self.path, name), "docs_sha256")):
+            if not path.is_file():
+                bad.append(f"{path.name} is missing")
+            elif _sha256(path) != entry.get(key):
+                bad.append(f"{path.name}'s sha256 differs from the manifest's")
+        if not bad:
+            try:
+                tokens = len(self.shard_ids(k))
+                docs = self.shard_document_starts(k)
+            except (ValueError, OSError) as e:
+                bad.append(str(e).removeprefix(f"{self.path}/"))
+            else:
+                if len(docs) and (docs[0] < 0 or docs[-1] >= tokens or np.any(np.diff(docs) <= 0)):
+                    bad.append("document starts are not increasing within the shard")
+                if k == 0 and tokens and (len(docs) == 0 or docs[0] != 0):
+                    bad.append("the first document does not start at token 0")
+        return bad
+
     def _verify_directory(self) -> list[str]:
         manifest = self.manifest
         problems = []
@@ -288,25 +313,7 @@ class TokenDataset:
         expected = {"tokens": len(self), "documents": self.num_documents, "shards": self.num_shards}
         if totals != expected:
             problems.append(f"{layout.MANIFEST}: totals {totals} disagree with its shards {expected}")
-        for k, entry in enumerate(manifest["shards"]):
-            name = self.shard_names[k]
-            bad = []
-            for path, key in ((layout.ids_file(self.path, name), "sha256"), (layout.docs_file(self.path, name), "docs_sha256")):
-                if not path.is_file():
-                    bad.append(f"{path.name} is missing")
-                elif _sha256(path) != entry.get(key):
-                    bad.append(f"{path.name}'s sha256 differs from the manifest's")
-            if not bad:
-                try:
-                    tokens = len(self._shard(k))
-                    docs = self._shard_docs(k)
-                except (ValueError, OSError) as e:
-                    bad.append(str(e).removeprefix(f"{self.path}/"))
-                else:
-                    if len(docs) and (docs[0] < 0 or docs[-1] >= tokens or np.any(np.diff(docs) <= 0)):
-                        bad.append("document starts are not increasing within the shard")
-                    if k == 0 and tokens and (len(docs) == 0 or docs[0] != 0):
-                        bad.append("the first document does not start at token 0")
-            if bad:
+        for k, name in enumerate(self.shard_names):
+            if bad := self.shard_problems(k):
                 problems.append(f"{name}: " + ", ".join(bad))
         return problems
