@@ -46,6 +46,8 @@ def write_dataset(
             "documents": len(local),
             "sha256": sha256_of(layout.ids_file(directory, name)),
             "docs_sha256": sha256_of(layout.docs_file(directory, name)),
+            "bytes": layout.ids_file(directory, name).stat().st_size,
+            "docs_bytes": layout.docs_file(directory, name).stat().st_size,
         })
     manifest = {
         "format": layout.FORMAT,

@@ -113,13 +113,16 @@ def test_verify_names_every_bad_shard_and_only_those(tmp_path):
     data[-1] ^= 1
     ids.write_bytes(bytes(data))
     layout.docs_file(directory, "shard-00003").unlink()
+    with open(layout.ids_file(directory, "shard-00004"), "ab") as f:
+        f.write(b"\0")
     with pytest.raises(ValueError) as error:
         TokenDataset(directory).verify()
     message = str(error.value)
-    assert "2 problem(s)" in message
+    assert "3 problem(s)" in message
+    assert "shard-00004: shard-00004.npy has 133 bytes, the manifest says 132" in message
     assert "shard-00001: shard-00001.npy's sha256 differs" in message
     assert "shard-00003: shard-00003.docs.npy is missing" in message
-    assert "shard-00000" not in message and "shard-00002" not in message and "shard-00004" not in message
+    assert "shard-00000" not in message and "shard-00002" not in message
 
 
 def test_a_shard_that_disagrees_with_the_manifest_is_named_when_read(tmp_path):

@@ -288,10 +288,14 @@ class TokenDataset:
         hashes its files): an empty list when nothing is."""
         name, entry = self.shard_names[k], self.manifest["shards"][k]
         bad = []
-        for path, key in ((layout.ids_file(self.path, name), "sha256"), (layout.docs_file(self.path, name), "docs_sha256")):
+        files = ((layout.ids_file(self.path, name), "bytes", "sha256"),
+                 (layout.docs_file(self.path, name), "docs_bytes", "docs_sha256"))
+        for path, size_key, sha_key in files:
             if not path.is_file():
                 bad.append(f"{path.name} is missing")
-            elif _sha256(path) != entry.get(key):
+            elif size_key in entry and path.stat().st_size != entry[size_key]:  # sizes: the writer's manifests have them
+                bad.append(f"{path.name} has {path.stat().st_size} bytes, the manifest says {entry[size_key]}")
+            elif _sha256(path) != entry.get(sha_key):
                 bad.append(f"{path.name}'s sha256 differs from the manifest's")
         if not bad:
             try:
