@@ -456,7 +456,8 @@ def cmd_dataset_info(args: argparse.Namespace) -> None:
     print(f"  shards     {ds.num_shards:,}")
     print(f"  dtype      {ds.dtype}")
     if ds.manifest is not None:
-        tok = ds.manifest.get("tokenizer") or {}
+        tok = ds.manifest.get("tokenizer")
+        tok = tok if isinstance(tok, dict) else {}
         specials = ", ".join(tok.get("special_tokens") or []) or "none"
         print(f"  tokenizer  vocab {tok.get('vocab_size')}, pattern {tok.get('pattern')}, special tokens {specials}, "
               f"separator id {tok.get('separator_id')}, tokenizer.json sha256 {str(tok.get('sha256'))[:12]}...")

@@ -149,6 +149,17 @@ def test_megatron_verify_catches_an_index_that_does_not_lie_back_to_back(tmp_pat
         TokenDataset(tmp_path / "m").verify()
 
 
+def test_each_way_of_naming_a_dataset_opens_it(tmp_path):
+    with megatron.MegatronWriter(tmp_path / "m_000000") as w:  # a Megatron prefix that looks like an llm.c shard
+        w.add_document([1, 2])
+    with llmc.LlmcWriter(tmp_path / "l", shard_tokens=1) as w:
+        w.add([3, 4])
+    for path, kind in [("m_000000", "megatron"), ("m_000000.bin", "megatron"), ("m_000000.idx", "megatron"),
+                       ("l", "llmc"), ("l_000001.bin", "llmc")]:
+        ds = TokenDataset(tmp_path / path)
+        assert ds.kind == kind and len(ds) == 2, path
+
+
 def test_paths_that_hold_no_dataset_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"nothing: no token dataset there"):
         TokenDataset(tmp_path / "nothing")

@@ -79,10 +79,10 @@ class TokenDataset:
             self.kind = "npy"
             array = _map_npy(path)
             self._set_shards([path.name], [array])
+        elif path.suffix in (".idx", ".bin") and path.with_suffix(".idx").is_file():
+            self._open_megatron(path.with_suffix(""))
         elif path.suffix == ".bin" and llmc.prefix_of(path) and path.is_file():
             self._open_llmc(llmc.prefix_of(path))
-        elif path.suffix in (".idx", ".bin"):
-            self._open_megatron(path.with_suffix(""))
         elif Path(f"{path}.idx").exists():
             self._open_megatron(path)
         elif llmc.shard_path(path, 0).is_file():
