@@ -3,6 +3,7 @@ same tokens, documents and batches for the same rng, whatever the shards and whi
 ids come in; every valid start drawn, none past the end; bad shards named."""
 
 import json
+import struct
 import time
 
 import numpy as np
@@ -181,3 +182,18 @@ def test_device_gives_torch_tensors(tmp_path):
     ex, ey = ds.get_batch(4, 5, 3)
     assert isinstance(x, torch.Tensor) and x.dtype == torch.int64
     assert x.tolist() == ex.tolist() and y.tolist() == ey.tolist()
+
+
+def test_megatron_files_with_several_sequences_per_document_read_as_whole_documents(tmp_path):
+    """Files written by others may split a document into sentences: built here from the SPEC's text."""
+    sequences = [[1, 2], [3], [4, 5, 6]]  # document 0 is sequences 0 and 1, document 1 is sequence 2
+    lengths = [len(s) for s in sequences]
+    pointers = [0, 4, 6]  # bytes, uint16 ids
+    idx = b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, 3, 3)
+    idx += struct.pack("<3i", *lengths) + struct.pack("<3q", *pointers) + struct.pack("<3q", 0, 2, 3)
+    (tmp_path / "s.idx").write_bytes(idx)
+    (tmp_path / "s.bin").write_bytes(struct.pack("<6H", 1, 2, 3, 4, 5, 6))
+    ds = TokenDataset(tmp_path / "s")
+    ds.verify()
+    assert (len(ds), ds.num_documents) == (6, 2)
+    assert ds.document(0).tolist() == [1, 2, 3] and ds.document(1).tolist() == [4, 5, 6]
