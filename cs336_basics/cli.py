@@ -466,7 +466,9 @@ def cmd_dataset_info(args: argparse.Namespace) -> None:
 def cmd_dataset_verify(args: argparse.Namespace) -> None:
     ds = _open_dataset(args.dataset)
     ds.verify()
-    checked = "every shard's size and sha256 match the manifest" if ds.kind == "directory" else "headers and sizes agree"
+    checked = "headers and sizes agree"
+    if ds.kind == "directory":
+        checked = "every shard's size and sha256 match the manifest"
     print(f"{ds.path}: ok ({len(ds):,} tokens in {ds.num_shards:,} shard(s); {checked})")
 
 
@@ -491,7 +493,9 @@ def cmd_dataset_convert(args: argparse.Namespace) -> None:
     with tqdm(total=len(ds), unit="tok", unit_scale=True, desc="converting", disable=args.quiet) as bar:
         done = convert_dataset(args.dataset, out, args.format, shard_tokens=args.shard_tokens,
                                on_progress=lambda n: bar.update(n - bar.n))
-    where = ", ".join(str(p) for p in done.paths[:2]) + (f" ... ({len(done.paths)} files)" if len(done.paths) > 2 else "")
+    where = ", ".join(str(p) for p in done.paths[:2])
+    if len(done.paths) > 2:
+        where += f" ... ({len(done.paths)} files)"
     print(f"wrote {where}: {done.tokens:,} tokens, {done.documents:,} documents")
 
 

@@ -91,7 +91,8 @@ def test_llmc_writer_matches_the_spec_reader(tmp_path_factory, documents, shard_
     assert [f.name for f in files] == [f"train_{k:06d}.bin" for k in range(len(files))]
     read_back = [spec_read_llmc(f) for f in files]
     assert [i for shard in read_back for i in shard] == ids
-    assert all(len(shard) == shard_tokens for shard in read_back[:-1]) and 0 < len(read_back[-1]) <= shard_tokens or not ids
+    assert all(len(shard) == shard_tokens for shard in read_back[:-1])  # full shards, then the rest
+    assert 0 < len(read_back[-1]) <= shard_tokens or not ids
     assert [i for shard in llmc.read(prefix) for i in shard.tolist()] == ids
 
 

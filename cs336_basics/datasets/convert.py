@@ -11,7 +11,8 @@ shards of the directory (its tokens arrive from two shards and are written as on
 
 import os
 from pathlib import Path
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def convert_dataset(
         raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(FORMATS)}")
     dataset = TokenDataset(directory)
     if dataset.kind != "directory":
-        raise ValueError(f"{directory}: not a dataset directory (convert reads the directory `bpe encode --out DIR/` writes)")
+        raise ValueError(f"{directory}: not a dataset directory (convert reads what `bpe encode --out DIR/` writes)")
     if format == "megatron":
         writer = megatron.MegatronWriter(out, np.uint16 if dataset.dtype.itemsize <= 2 else np.int32)
     else:
@@ -56,7 +57,8 @@ def convert_dataset(
         done = 0
         for k in range(dataset.num_shards):
             if bad := dataset.shard_problems(k):
-                raise ValueError(f"{dataset.path}: {dataset.shard_names[k]}: {', '.join(bad)} (see `bpe dataset verify`)")
+                name = dataset.shard_names[k]
+                raise ValueError(f"{dataset.path}: {name}: {', '.join(bad)} (see `bpe dataset verify`)")
             ids = dataset.shard_ids(k)
             starts = np.asarray(dataset.shard_document_starts(k))
             for first in range(0, max(len(ids), 1), CHUNK_TOKENS):

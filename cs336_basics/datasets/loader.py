@@ -31,9 +31,9 @@ def _map_npy(path: Path, expected_dtype: np.dtype | None = None) -> np.ndarray:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
             elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
             else:
                 raise ValueError(f".npy version {version} (this reads 1.0 and 2.0)")
             offset = f.tell()
@@ -293,7 +293,7 @@ class TokenDataset:
         for path, size_key, sha_key in files:
             if not path.is_file():
                 bad.append(f"{path.name} is missing")
-            elif size_key in entry and path.stat().st_size != entry[size_key]:  # sizes: the writer's manifests have them
+            elif size_key in entry and path.stat().st_size != entry[size_key]:  # the writer records sizes
                 bad.append(f"{path.name} has {path.stat().st_size} bytes, the manifest says {entry[size_key]}")
             elif _sha256(path) != entry.get(sha_key):
                 bad.append(f"{path.name}'s sha256 differs from the manifest's")

@@ -202,7 +202,8 @@ def read(prefix: str | os.PathLike) -> MegatronDataset:
     if code not in DTYPE_CODES:
         raise ValueError(f"{idx_path}: unknown dtype code {code}")
     dtype = DTYPE_CODES[code]
-    expected = FIXED_BYTES + sequences * (LENGTH_DTYPE.itemsize + POINTER_DTYPE.itemsize) + documents * DOC_INDEX_DTYPE.itemsize
+    per_sequence = LENGTH_DTYPE.itemsize + POINTER_DTYPE.itemsize
+    expected = FIXED_BYTES + sequences * per_sequence + documents * DOC_INDEX_DTYPE.itemsize
     size = idx_path.stat().st_size
     if size < expected:
         raise ValueError(f"{idx_path}: {size} bytes, the header's counts ({sequences} sequences, {documents} "
