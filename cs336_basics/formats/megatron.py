@@ -24,6 +24,7 @@ the `.idx` is written and both files are renamed into place.
 
 import os
 import struct
+from array import array
 from pathlib import Path
 from typing import NamedTuple
 
@@ -91,7 +92,7 @@ class MegatronWriter:
         self.bin_path, self.idx_path = paths(prefix)
         self._staged = StagedFiles()
         self._bin = self._staged.open(self.bin_path)
-        self._lengths: list[np.ndarray] = []  # lengths of finished documents, a chunk at a time
+        self._lengths = array("q")  # lengths of finished documents: 8 bytes each, whatever the calls
         self._open: int | None = None  # tokens so far of the document still open, if any
         self._info = np.iinfo(self.dtype)
 
@@ -120,18 +121,18 @@ class MegatronWriter:
             self._open += first
         if starts.size:
             self._end_open()
-            self._lengths.append(np.diff(starts))
+            self._lengths.frombytes(np.diff(starts).astype(np.int64).tobytes())
             self._open = len(ids) - int(starts[-1])
 
     def _end_open(self) -> None:
         if self._open is not None:
-            self._lengths.append(np.array([self._open], dtype=np.int64))
+            self._lengths.append(self._open)
             self._open = None
 
     def close(self) -> None:
         """End the open document, write the index and rename both files into place."""
         self._end_open()
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int64)
+        lengths = np.frombuffer(self._lengths, dtype=np.int64) if self._lengths else np.zeros(0, dtype=np.int64)
         if len(lengths) and lengths.max() > np.iinfo(LENGTH_DTYPE).max:
             raise ValueError(f"{self.idx_path}: a document of {lengths.max()} tokens is too long for the format")
         pointers = np.zeros(len(lengths), dtype=POINTER_DTYPE)
