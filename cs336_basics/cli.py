@@ -490,6 +490,9 @@ def cmd_dataset_convert(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     ds = _open_dataset(args.dataset)
+    if ds.kind != "directory":
+        raise CommandError(f"{args.dataset}: a {ds.kind} dataset; convert reads a dataset directory "
+                           "(written by `bpe encode --out DIR/`)")
     with tqdm(total=len(ds), unit="tok", unit_scale=True, desc="converting", disable=args.quiet) as bar:
         done = convert_dataset(args.dataset, out, args.format, shard_tokens=args.shard_tokens,
                                on_progress=lambda n: bar.update(n - bar.n))

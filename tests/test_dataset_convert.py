@@ -77,3 +77,19 @@ def test_bpe_dataset_info_verify_convert(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("bpe: ") and "shard-00001.docs.npy is missing" in err[0]
     assert main(["dataset", "info", str(tmp_path / "nothing")]) == 1
     assert "no token dataset there" in capsys.readouterr().err
+
+
+def test_bpe_dataset_convert_errors_are_one_line_and_write_nothing(tmp_path, capsys):
+    directory = write_dataset(tmp_path / "ds", [[70_000, 1], [2]], 2, dtype="uint32", vocab_size=100_000)
+    out = tmp_path / "out"
+    assert main(["dataset", "convert", str(directory), "--format", "llmc", "--out", str(out / "l"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "token id 70000 does not fit llm.c" in err[0]
+    assert list(out.iterdir()) == []
+    assert main(["dataset", "convert", str(directory), "--format", "megatron", "--out", str(out), "--quiet"]) == 1
+    assert "is a folder; give a prefix" in capsys.readouterr().err
+    np.save(tmp_path / "t.npy", np.arange(5, dtype=np.uint16))
+    assert main(["dataset", "convert", str(tmp_path / "t.npy"), "--format", "megatron", "--out", str(out / "m")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.npy: a npy dataset; convert reads a dataset directory" in err[0]
+    assert list(out.iterdir()) == []
