@@ -167,6 +167,14 @@ def test_paths_that_hold_no_dataset_are_named(tmp_path):
         TokenDataset(tmp_path / "nothing")
     with pytest.raises(FileNotFoundError, match=r"no manifest\.json"):
         TokenDataset(tmp_path)
+    manifest = {"format": layout.FORMAT, "version": layout.FORMAT_VERSION, "dtype": "uint16", "shards": [{}]}
+    (tmp_path / layout.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"manifest\.json: malformed manifest \(KeyError"):
+        TokenDataset(tmp_path)
+    manifest["shards"] = [{"name": "shard-00000", "tokens": -1, "documents": 0}]
+    (tmp_path / layout.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"manifest\.json: malformed manifest .*negative"):
+        TokenDataset(tmp_path)
     np.save(tmp_path / "x.npy", np.zeros((2, 2), dtype=np.uint16))
     with pytest.raises(ValueError, match=r"x\.npy: .*expected 1-D integer ids"):
         TokenDataset(tmp_path / "x.npy")

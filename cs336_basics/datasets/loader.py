@@ -78,6 +78,7 @@ class TokenDataset:
         elif path.suffix == ".npy" and path.is_file():
             self.kind = "npy"
             array = _map_npy(path)
+            self.dtype = array.dtype
             self._set_shards([path.name], [array])
         elif path.suffix in (".idx", ".bin") and path.with_suffix(".idx").is_file():
             self._open_megatron(path.with_suffix(""))
@@ -96,13 +97,14 @@ class TokenDataset:
     # --- opening ----------------------------------------------------------------------------------
 
     def _set_shards(self, names: list[str], arrays: list, tokens: list[int] | None = None) -> None:
+        """The shards' names and arrays (None: mapped on first read), and their token counts when the
+        arrays are not there yet."""
         self.shard_names = names
         self._arrays = arrays
         counts = [len(a) for a in arrays] if tokens is None else tokens
         self._offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=self._offsets[1:])
         self._single = arrays[0] if len(arrays) == 1 and arrays[0] is not None else None
-        self.dtype = next(a.dtype for a in arrays) if tokens is None else self.dtype
 
     def _open_directory(self) -> None:
         manifest = self.manifest = layout.read_manifest(self.path)
@@ -117,6 +119,8 @@ class TokenDataset:
             raise ValueError(f"{where}: malformed manifest ({type(e).__name__}: {e})") from None
         if not names:
             raise ValueError(f"{where}: a dataset manifest lists no shards")
+        if self.dtype.kind not in "ui" or min(tokens) < 0 or min(documents) < 0:
+            raise ValueError(f"{where}: malformed manifest (dtype {self.dtype}, or a negative count)")
         self._set_shards(names, [None] * len(names), tokens)
         self._doc_offsets = np.zeros(len(documents) + 1, dtype=np.int64)
         np.cumsum(documents, out=self._doc_offsets[1:])
@@ -127,6 +131,7 @@ class TokenDataset:
         self.kind = "megatron"
         self.path = prefix
         self._megatron = megatron.read(prefix)
+        self.dtype = self._megatron.ids.dtype
         self._set_shards([prefix.name + ".bin"], [self._megatron.ids])
         self._num_documents = len(self._megatron.document_indices) - 1
 
@@ -134,6 +139,7 @@ class TokenDataset:
         self.kind = "llmc"
         self.path = Path(prefix)
         paths = llmc.shard_paths(prefix)
+        self.dtype = llmc.IDS_DTYPE
         self._set_shards([p.name for p in paths], [llmc.read_shard(p) for p in paths])
 
     # --- what it holds ----------------------------------------------------------------------------
