@@ -16,7 +16,7 @@ from tests.test_token_formats import spec_read_llmc, spec_read_megatron
 documents_st = st.lists(st.lists(st.integers(0, 65535), min_size=1, max_size=10), max_size=8)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(documents=documents_st, shard_tokens=st.integers(1, 9), llmc_tokens=st.integers(1, 9), chunk=st.integers(1, 5))
 def test_conversion_keeps_ids_and_documents_across_shard_edges(tmp_path_factory, documents, shard_tokens, llmc_tokens,
                                                                chunk):

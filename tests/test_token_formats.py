@@ -58,7 +58,7 @@ def chunks_with_starts(documents: list[list[int]], cuts: list[int]):
         yield np.array(ids[a:b], dtype=np.int64), [s - a for s in starts if a <= s < b]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(documents=documents_st, cuts=st.lists(st.integers(0, 120), max_size=6), whole=st.booleans())
 def test_megatron_writer_matches_the_spec_reader(tmp_path_factory, documents, cuts, whole):
     prefix = tmp_path_factory.mktemp("m") / "train"
@@ -78,7 +78,7 @@ def test_megatron_writer_matches_the_spec_reader(tmp_path_factory, documents, cu
     assert megatron.check(ours, prefix) == []
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(documents=documents_st, shard_tokens=st.integers(1, 20), pieces=st.integers(1, 4))
 def test_llmc_writer_matches_the_spec_reader(tmp_path_factory, documents, shard_tokens, pieces):
     prefix = tmp_path_factory.mktemp("l") / "train"
