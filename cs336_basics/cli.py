@@ -12,6 +12,9 @@ a Dask cluster.
     bpe vocab DIR
     bpe report DIR [TEXT ...] --out report.html
     bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
+    bpe dataset info DATASET
+    bpe dataset verify DATASET
+    bpe dataset convert DIR --format megatron|llmc --out PREFIX [--shard-tokens N]
 
 --tokenizer takes a folder, a tokenizer.json, a .tiktoken file, or a pretrained name (gpt2,
 r50k_base, p50k_base, cl100k_base, o200k_base; read through tiktoken).
@@ -436,6 +439,69 @@ def cmd_convert(args: argparse.Namespace) -> None:
         print(f"wrote {out / 'vocab.json'} and {out / 'merges.txt'}")
 
 
+# --- dataset -------------------------------------------------------------------------------------
+
+
+def _open_dataset(path: str):
+    from cs336_basics.datasets.loader import TokenDataset
+
+    return TokenDataset(path)
+
+
+def cmd_dataset_info(args: argparse.Namespace) -> None:
+    ds = _open_dataset(args.dataset)
+    print(f"{ds.path}: {ds.kind}")
+    print(f"  tokens     {len(ds):,}")
+    print(f"  documents  {ds.num_documents:,}" if ds.has_documents else "  documents  (not recorded by this format)")
+    print(f"  shards     {ds.num_shards:,}")
+    print(f"  dtype      {ds.dtype}")
+    if ds.manifest is not None:
+        tok = ds.manifest.get("tokenizer")
+        tok = tok if isinstance(tok, dict) else {}
+        specials = ", ".join(tok.get("special_tokens") or []) or "none"
+        print(f"  tokenizer  vocab {tok.get('vocab_size')}, pattern {tok.get('pattern')}, special tokens {specials}, "
+              f"separator id {tok.get('separator_id')}, tokenizer.json sha256 {str(tok.get('sha256'))[:12]}...")
+
+
+def cmd_dataset_verify(args: argparse.Namespace) -> None:
+    ds = _open_dataset(args.dataset)
+    ds.verify()
+    checked = "headers and sizes agree"
+    if ds.kind == "directory":
+        checked = "every shard's size and sha256 match the manifest"
+    print(f"{ds.path}: ok ({len(ds):,} tokens in {ds.num_shards:,} shard(s); {checked})")
+
+
+def cmd_dataset_convert(args: argparse.Namespace) -> None:
+    from cs336_basics.datasets.convert import convert_dataset
+    from cs336_basics.formats import llmc, megatron
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise CommandError(f"--out {out} is a folder; give a prefix such as {out / 'train'}")
+    _writable_dir(out.parent)
+    if args.format == "megatron":
+        _watch_outputs(*megatron.paths(out))
+    else:
+        present = 0
+        while llmc.shard_path(out, present).is_file():
+            present += 1
+        _watch_outputs(*(llmc.shard_path(out, k) for k in range(present + 1)))
+    from tqdm import tqdm
+
+    ds = _open_dataset(args.dataset)
+    if ds.kind != "directory":
+        raise CommandError(f"{args.dataset}: a {ds.kind} dataset; convert reads a dataset directory "
+                           "(written by `bpe encode --out DIR/`)")
+    with tqdm(total=len(ds), unit="tok", unit_scale=True, desc="converting", disable=args.quiet) as bar:
+        done = convert_dataset(args.dataset, out, args.format, shard_tokens=args.shard_tokens,
+                               on_progress=lambda n: bar.update(n - bar.n))
+    where = ", ".join(str(p) for p in done.paths[:2])
+    if len(done.paths) > 2:
+        where += f" ... ({len(done.paths)} files)"
+    print(f"wrote {where}: {done.tokens:,} tokens, {done.documents:,} documents")
+
+
 # --- entry point -----------------------------------------------------------------------------------
 
 
@@ -528,7 +594,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="PATH")
     specials(p)
     p.set_defaults(run=cmd_convert)
+
+    add_dataset_commands(sub)
     return parser
+
+
+def add_dataset_commands(sub) -> None:
+    """`bpe dataset info|verify|convert`."""
+    dataset_help = "a dataset directory, a .npy token array, a Megatron prefix or llm.c shards' prefix"
+    group = sub.add_parser("dataset", help="look at, check and convert token datasets")
+    commands = group.add_subparsers(dest="dataset_command", required=True)
+    p = commands.add_parser("info", help="tokens, documents, shards, dtype and tokenizer of a dataset")
+    p.add_argument("dataset", metavar="DATASET", help=dataset_help)
+    p.set_defaults(run=cmd_dataset_info)
+    p = commands.add_parser("verify", help="check every shard against the manifest (size, sha256)")
+    p.add_argument("dataset", metavar="DATASET", help=dataset_help)
+    p.set_defaults(run=cmd_dataset_verify)
+    p = commands.add_parser("convert", help="write a dataset directory in a format trainers read")
+    p.add_argument("dataset", metavar="DIR", help="a dataset directory (written by `bpe encode --out DIR/`)")
+    p.add_argument("--format", required=True, choices=["megatron", "llmc"],
+                   help="megatron: PREFIX.bin and PREFIX.idx (Megatron-LM, NeMo, GPT-NeoX); "
+                        "llmc: PREFIX_000000.bin ... (llm.c, modded-nanogpt)")
+    p.add_argument("--out", required=True, metavar="PREFIX", help="where to write, without extension")
+    p.add_argument("--shard-tokens", type=_positive_int, default=10**8, metavar="N",
+                   help="llmc: tokens per shard (default 100,000,000, as llm.c)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=cmd_dataset_convert)
 
 
 def main(argv: list[str] | None = None) -> int:
