@@ -1,22 +1,52 @@
-"""Test-session settings. With `BPE_MUTATION_EXAMPLES=N` (set by scripts/mutation.py) every hypothesis
-test runs at most N examples, derandomized, so each mutant is judged in seconds and the same way twice."""
+"""Test-session settings.
+
+- `uv run pytest` runs everything, in one process per core (pytest-xdist, `addopts` in
+  pyproject.toml), a test file at a time per process.
+- `uv run pytest --quick` is the inner loop: it leaves out the tests marked `slow` (kill-and-resume,
+  whole pretrained vocabularies, megabyte inputs, the Dask cluster, the browser, the reference trainer
+  on larger fixtures), runs a parametrized test with its first parameters only, and every hypothesis
+  test on at most 10 examples, derandomized.
+- With `BPE_MUTATION_EXAMPLES=N` (set by scripts/mutation.py) every hypothesis test runs at most N
+  examples, derandomized, so each mutant is judged in seconds and the same way twice.
+"""
 
 import os
 
 import pytest
 
 _MUTATION_EXAMPLES = os.environ.get("BPE_MUTATION_EXAMPLES")
+_QUICK_EXAMPLES = 10
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption(
+        "--quick", action="store_true",
+        help="the inner loop: skip tests marked slow, at most 10 hypothesis examples per test",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
     # Dask's client leaves threads in this process, and forking a process that has other threads
-    # can deadlock a child; the rest of the suite forks workers, so the Dask tests run last.
+    # can deadlock a child; the rest of the suite forks workers, so the Dask tests run last (with
+    # xdist's `--dist loadfile`, last in whichever process runs their file).
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_dask.py"))
-    if not _MUTATION_EXAMPLES:
+    quick = config.getoption("--quick")
+    if quick:
+        slow = pytest.mark.skip(reason="slow: left out by --quick")
+        repeat = pytest.mark.skip(reason="--quick runs the first parameters of a test only")
+        seen = set()
+        for item in items:
+            function = (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
+            if "slow" in item.keywords:
+                item.add_marker(slow)
+            elif function in seen:
+                item.add_marker(repeat)
+            seen.add(function)
+    cap = int(_MUTATION_EXAMPLES) if _MUTATION_EXAMPLES else _QUICK_EXAMPLES if quick else None
+    if cap is None:
         return
     from hypothesis import settings
 
-    cap = int(_MUTATION_EXAMPLES)
     for item in items:
         test = getattr(item, "obj", None)
         current = getattr(test, "_hypothesis_internal_use_settings", None)

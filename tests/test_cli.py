@@ -149,6 +149,7 @@ def test_encode_file_beside_overlapping_special_tokens(tmp_path, trained_dir, sp
         assert np.load(tmp_path / "ids.npy").tolist() == expected, (workers, piece_size)
 
 
+@pytest.mark.slow
 def test_encode_gpt2_with_uint32(tmp_path):
     encoder_json, vocab_bpe = gpt2_files()
     tokenizer = Tokenizer.from_files(encoder_json, vocab_bpe, [EOT])
@@ -184,6 +185,7 @@ def test_encode_non_utf8_names_the_offset_and_leaves_nothing(tmp_path, trained_d
     assert list(tmp_path.iterdir()) == [bad]
 
 
+@pytest.mark.slow
 def test_encode_dtype_too_small(tmp_path, capsys):
     encoder_json, vocab_bpe = gpt2_files()
     folder = tmp_path / "gpt2"

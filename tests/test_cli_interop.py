@@ -49,6 +49,7 @@ def test_encode_with_a_directory_uses_its_special_tokens(trained_dir, tmp_path, 
     assert np.load(tmp_path / "a.npy").tolist() == Tokenizer.from_pretrained(trained_dir).encode(text)
 
 
+@pytest.mark.slow
 def test_inspect_with_cl100k_base_gives_tiktokens_ids(capsys):
     import tiktoken
 
@@ -58,12 +59,14 @@ def test_inspect_with_cl100k_base_gives_tiktokens_ids(capsys):
     assert ids == tiktoken.get_encoding("cl100k_base").encode(text, allowed_special="all")
 
 
+@pytest.mark.slow
 def test_stats_with_o200k_base(tmp_path, capsys):
     (tmp_path / "in.txt").write_text("Hello world. " * 50, encoding="utf-8")
     assert main(["stats", "--tokenizer", "o200k_base", str(tmp_path / "in.txt")]) == 0
     assert "bytes per token" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_convert_to_each_format_keeps_ids(trained_dir, tmp_path, capsys):
     text = (FIXTURES_PATH / "english.txt").read_text(encoding="utf-8")[:5000] + "<|doc|>"
     ours = Tokenizer.from_pretrained(trained_dir)

@@ -2,6 +2,7 @@
 once for this module. Merges and token arrays must equal those of local processes, and a worker
 that dies or a file that goes must end the run with a clear error and no output."""
 
+import importlib.util
 import os
 
 import numpy as np
@@ -12,12 +13,18 @@ from cs336_basics.cli import main
 from cs336_basics.corpora.executors import WorkerError
 from tests.test_sources import DOCS, EOT, VOCAB, TEXT, WRITERS, FaultyExecutor, write_jsonl
 
-distributed = pytest.importorskip("distributed")
+# Imported in the fixture, not here: importing distributed takes seconds, which every collection of
+# the suite would pay.
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask[distributed]"),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(scope="module")
 def client():
     import dask
+    import distributed
 
     # A task whose worker dies is not retried, so that test fails at once instead of after retries.
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):

@@ -471,6 +471,7 @@ def test_not_utf8_deep_in_a_file_counted_in_pieces_names_the_absolute_offset(tmp
             train_text(tmp_path, bytes(data), 300, [], num_workers=workers, piece_size=piece_size)
 
 
+@pytest.mark.slow
 def test_twenty_megabyte_line_without_whitespace(tmp_path):
     # Punctuation cuts it into pre-tokens, so only the reading and cutting of the file is extreme.
     # Each repetition gives the same pre-tokens, so three repetitions give the same merges.
@@ -732,6 +733,7 @@ def test_run_merges_oracle_matches_reference(kind):
         assert expected_merges(kind, n, 100) == reference_train_bpe(text, 356, [])[1], n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["run", "cycle"], ids=["1 MB of 'a'", "1 MB of 'abab'"])
 def test_training_on_a_one_megabyte_pretoken_is_fast(tmp_path, kind):
     path = tmp_path / "corpus.txt"
@@ -754,6 +756,7 @@ PATHOLOGICAL_ENCODE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which, text", list(PATHOLOGICAL_ENCODE.values()), ids=list(PATHOLOGICAL_ENCODE))
 def test_encoding_a_one_megabyte_pretoken_is_fast(tmp_path, request, which, text):
     name = next(k for k, v in PATHOLOGICAL_ENCODE.items() if v == (which, text))
@@ -894,6 +897,7 @@ def _check_killed_run(folder, names, versions, sig, label) -> tuple[list[str], s
     return problems, which or "mixed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["train", "encode"])
 def test_killed_at_random_moments_leaves_old_or_new_output(kill_setup, command):
     """Put the old output in place, start a run writing the new one to the same place, and kill it
@@ -928,6 +932,7 @@ def test_killed_at_random_moments_leaves_old_or_new_output(kill_setup, command):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 @pytest.mark.parametrize("command", ["train", "encode"])
 def test_killed_during_the_final_write_leaves_old_or_new_output(kill_setup, command, sig):

@@ -90,6 +90,7 @@ def _hf(folder):
     return _hf_cache[folder]
 
 
+@pytest.mark.slow
 def test_transformers_reads_our_tokenizer_json_with_our_ids(trained, saved):
     from transformers import PreTrainedTokenizerFast
 

@@ -96,6 +96,7 @@ def test_log_matches_reference_on_fixtures(name):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_shards", [1, 2, 3])
 def test_sharded_merge_loop_logs_the_same(num_shards):
     # train_bpe shards only large corpora, so drive the merge loop directly. The code fixture has

@@ -126,6 +126,7 @@ def test_a_custom_pattern_matching_empty_in_context_is_an_error_naming_the_offse
 # --- exact semantics ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unicode_tables_differ_only_for_characters_newer_than_python_s_tables():
     import unicodedata
 
@@ -378,6 +379,7 @@ def test_patterns_without_a_boundary_cut_only_at_special_tokens():
 # --- "none" on documents of megabytes ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_none_trains_and_encodes_a_megabyte_document_in_seconds(tmp_path):
     text = _generated_corpus(3, 1_000_000).replace(EOT, " ")
     path = tmp_path / "one-document.txt"

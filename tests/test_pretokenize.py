@@ -2,6 +2,7 @@
 
 import io
 
+import pytest
 import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ PIECES = st.sampled_from(
 TEXTS = st.lists(PIECES, max_size=40).map("".join)
 
 
+@pytest.mark.slow
 def test_whitespace_set_is_regex_s():
     s = regex.compile(r"\s")
     ours = regex.compile(f"[{WHITESPACE}]")

@@ -24,7 +24,7 @@ FUZZ_EXAMPLES = max(int(os.environ.get("BPE_FUZZ_EXAMPLES", 2000)), 2000)
 
 
 # tiktoken finds every rank file in a cache folder that tests/conftest.py fills: no network.
-pytestmark = pytest.mark.usefixtures("tiktoken_cache")
+pytestmark = [pytest.mark.usefixtures("tiktoken_cache"), pytest.mark.slow]  # whole vocabularies of up to 200k tokens
 
 
 _loaded: dict[str, tuple] = {}

@@ -35,6 +35,7 @@ def one_error_line(capsys) -> str:
 # --- bpe vocab -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
     folder, tokenizer = trained
     assert main(["vocab", str(folder)]) == 0
@@ -113,6 +114,7 @@ def test_stats_table_lines_up():
 # --- truncation (the held-out curve) ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_truncated_tokenizer_is_what_training_with_fewer_merges_gives(trained, tmp_path):
     _, tokenizer = trained
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
@@ -162,6 +164,7 @@ class FakePretrained:
         raise OSError(f"no files for {name} here")
 
 
+@pytest.mark.slow
 def test_report_page_is_self_contained_and_says_what_it_measured(trained, monkeypatch):
     folder, tokenizer = trained
     monkeypatch.setattr(Tokenizer, "from_pretrained", FakePretrained(tokenizer), raising=False)
@@ -191,6 +194,7 @@ def test_report_page_is_self_contained_and_says_what_it_measured(trained, monkey
     assert f'data-tokens="{len(tokenizer.encode(sample))}"' in page
 
 
+@pytest.mark.slow
 def test_report_without_from_pretrained_says_so(trained, monkeypatch):
     folder, tokenizer = trained
     monkeypatch.delattr(Tokenizer, "from_pretrained", raising=False)

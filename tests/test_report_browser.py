@@ -17,6 +17,8 @@ from cs336_basics.train.merge_log import MergeLog, compression_curve
 from tests.common import FIXTURES_PATH
 from tests.test_report import FakePretrained
 
+pytestmark = pytest.mark.slow  # starts a browser
+
 EOT = "<|endoftext|>"
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -377,6 +377,7 @@ def test_a_file_that_disappears_mid_run_is_a_clear_error_and_no_output(tmp_path,
     assert list(out.parent.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_bpe_command_reports_bad_records_and_unreachable_schedulers_in_one_line(tmp_path, capsys):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": "fine"}\n{"body": "no text"}\n')

@@ -20,6 +20,7 @@ def require_uv() -> None:
         pytest.skip("make_submission.sh runs uv, which is not on PATH (pip install uv)")
 
 
+@pytest.mark.slow
 def test_make_submission_zips_code_and_tests_only(tmp_path):
     require_uv()
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
@@ -57,13 +58,14 @@ def zf_text(zip_path, name: str) -> str:
         return zf.read(name).decode("utf-8")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ci, outcome", [("true", "failed"), ("", "skipped")])
 def test_missing_uv_fails_in_ci_and_is_skipped_visibly_elsewhere(tmp_path, ci, outcome):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PATH": str(tmp_path), "CI": ci}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", f"{__file__}::test_make_submission_zips_code_and_tests_only"],
+        [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "-n", "0", f"{__file__}::test_make_submission_zips_code_and_tests_only"],
         cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
     )
     assert f"1 {outcome}" in result.stdout, result.stdout

@@ -122,6 +122,7 @@ def test_special_tokens_missing_from_vocab_are_appended(trained):
     assert tokenizer.encode(EOT) == [999]
 
 
+@pytest.mark.slow
 def test_without_special_tokens_they_are_ordinary_text(gpt2):
     encoder_json, vocab_bpe = gpt2_files()
     plain = Tokenizer.from_files(encoder_json, vocab_bpe)
@@ -276,6 +277,7 @@ def _encode_under_cap(mode: str, path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
 def test_encode_iterable_memory_usage(five_mb_file):
     result = _encode_under_cap("iterable", five_mb_file)
@@ -284,6 +286,7 @@ def test_encode_iterable_memory_usage(five_mb_file):
     assert tuple(map(int, result.stdout.split())) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
 @pytest.mark.xfail(reason="encoding the whole 5 MB text at once needs more than 1 MB", raises=MemoryError, strict=True)
 def test_encode_memory_usage(five_mb_file):

@@ -106,7 +106,7 @@ def test_matches_reference_on_generated_corpora(tmp_path, case):
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-@pytest.mark.parametrize("vocab_size", [300, 700])
+@pytest.mark.parametrize("vocab_size", [300, pytest.param(700, marks=pytest.mark.slow)])
 def test_matches_reference_on_fixtures(name, vocab_size):
     path = FIXTURES_PATH / f"{name}.txt"
     specials = REFERENCE_RUNS[name][1]
@@ -351,6 +351,7 @@ def test_choosing_the_next_pair_before_the_shards_answer_changes_nothing(monkeyp
     assert [(count, tokens := tokens - shrink) for count, shrink in log] == expected_log
 
 
+@pytest.mark.slow
 def test_the_next_pair_is_often_chosen_before_the_shards_answer(monkeypatch):
     seen = _chosen_early(monkeypatch)
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
