@@ -343,14 +343,26 @@ def cmd_stats(args: argparse.Namespace) -> None:
     size = sum(f.size for f in files)
     from tqdm import tqdm
 
+    # With several files each is measured on its own too (a folder often holds one language per file).
+    per_file: list[list[report.TextStats]] = [[] for _ in files]
     columns = []
     # disable=None: no bar when stderr is not a terminal, so a failure stays one line in logs.
     quiet = True if args.quiet else None
     with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
         for name, tokenizer in tokenizers:
-            done = bar.n
-            stats = _measure_corpus(tokenizer, files, args.text_field, lambda n: bar.update(done + n - bar.n))
-            columns.append((name, stats))
+            total = report.TextStats()
+            for k, f in enumerate(files):
+                done = bar.n
+                stats = _measure_corpus(tokenizer, [f], args.text_field, lambda n: bar.update(done + n - bar.n))
+                per_file[k].append(stats)
+                total.update(stats)
+            columns.append((name, total))
+    if len(files) > 1:
+        for f, stats in zip(files, per_file):
+            print(f"{f.path}: {stats[0].bytes:,} bytes, {stats[0].chars:,} characters")
+            print(report.stats_table([(name, s) for (name, _), s in zip(tokenizers, stats)]))
+            print()
+        print("all files:", end=" ")
     first = columns[0][1]
     print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
     print(report.stats_table(columns))
@@ -391,6 +403,11 @@ def cmd_vocab(args: argparse.Namespace) -> None:
         print(line)
 
 
+def _short_name(source: str) -> str:
+    """What a page calls a tokenizer: its folder's or file's name (the path goes in the summary)."""
+    return Path(source).name or Path(source).resolve().name or source
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     out = Path(args.out)
     _writable_dir(out.parent)
@@ -401,7 +418,8 @@ def cmd_report(args: argparse.Namespace) -> None:
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
     try:
         page = report.build_report(
-            tokenizer, name=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts, progress=not args.quiet
+            tokenizer, name=_short_name(args.dir), path=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts,
+            progress=not args.quiet,
         )
     except report.MissingExtra as e:
         raise CommandError(str(e)) from None

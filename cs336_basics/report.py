@@ -10,6 +10,7 @@ again with the merges cut at a handful of vocabulary sizes.
 import codecs
 import html
 import io
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -48,14 +49,26 @@ def classify_token(token: bytes) -> str:
 # --- measuring a tokenizer on text ---------------------------------------------------------------
 
 
+RENYI_ALPHA = 2.5  # Zouhar et al. (2023) found this order of Rényi efficiency to track downstream quality best
+
+
 @dataclass
 class TextStats:
-    """How a tokenizer cuts some text: its size in bytes, characters and tokens, and kinds of tokens."""
+    """How a tokenizer cuts some text: its size in bytes, characters, tokens and whitespace-separated
+    words, how many tokens each word overlaps, how often each token occurs, and kinds of tokens.
+
+    The measures papers use are properties; see README, "Measures", for their definitions and sources.
+    """
 
     bytes: int = 0
     chars: int = 0
     tokens: int = 0
     kinds: Counter = field(default_factory=Counter)
+    words: int = 0
+    word_tokens: int = 0  # summed over words: the tokens that hold part of the word
+    split_words: int = 0  # words that two or more tokens share
+    counts: Counter = field(default_factory=Counter)  # token id -> occurrences
+    vocab_size: int = 0
 
     @property
     def bytes_per_token(self) -> float:
@@ -65,14 +78,126 @@ class TextStats:
     def chars_per_token(self) -> float:
         return self.chars / self.tokens if self.tokens else 0.0
 
+    @property
+    def fertility(self) -> float:
+        """Tokens per whitespace-separated word (a token shared by two words counts for both)."""
+        return self.word_tokens / self.words if self.words else 0.0
+
+    @property
+    def split_share(self) -> float:
+        """The share of words cut into two or more tokens."""
+        return self.split_words / self.words if self.words else 0.0
+
+    @property
+    def shannon_efficiency(self) -> float:
+        return efficiency(self.counts, self.vocab_size, 1.0)
+
+    @property
+    def renyi_efficiency(self) -> float:
+        return efficiency(self.counts, self.vocab_size, RENYI_ALPHA)
+
+    @property
+    def vocab_used(self) -> float:
+        """The share of the vocabulary that occurs at least once."""
+        return len(self.counts) / self.vocab_size if self.vocab_size else 0.0
+
+    @property
+    def half_of_tokens(self) -> int:
+        """How many of the most frequent tokens make up half of all tokens."""
+        return tokens_for_share(self.counts, 0.5)
+
     def add(self, tokenizer: Tokenizer, text: str) -> None:
         """Encode `text` and count it in."""
         ids = tokenizer.encode(text)
+        vocab = tokenizer.vocab
         self.bytes += len(text.encode("utf-8"))
         self.chars += len(text)
         self.tokens += len(ids)
-        vocab = tokenizer.vocab
+        self.vocab_size = len(vocab)
         self.kinds.update(classify_token(vocab[i]) for i in ids)
+        self.counts.update(ids)
+        per_word = tokens_per_word(text, [len(vocab[i]) for i in ids])
+        self.words += len(per_word)
+        self.word_tokens += sum(per_word)
+        self.split_words += sum(n >= 2 for n in per_word)
+
+    def update(self, other: "TextStats") -> None:
+        """Count in the text measured by `other` (with the same tokenizer)."""
+        for name in ("bytes", "chars", "tokens", "words", "word_tokens", "split_words"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.kinds.update(other.kinds)
+        self.counts.update(other.counts)
+        self.vocab_size = other.vocab_size or self.vocab_size
+
+
+def tokens_per_word(text: str, token_lengths: list[int]) -> list[int]:
+    """For each whitespace-separated word of `text` (a run of non-whitespace), how many tokens hold
+    at least one of its bytes, given the byte length of each token of `text` in order.
+
+    >>> tokens_per_word("ab cd", [2, 1, 2])   # "ab", " ", "cd"
+    [1, 1]
+    >>> tokens_per_word("ab cd", [1, 2, 2])   # "a", "b ", "cd": "b " holds part of one word only
+    [2, 1]
+    """
+    import numpy as np
+
+    ends = np.cumsum(np.asarray(token_lengths, dtype=np.int64))
+    starts, stops = [], []
+    offset, last = 0, 0  # byte offset of character `last` of text
+    for match in _WORD.finditer(text):
+        offset += len(text[last : match.start()].encode("utf-8"))
+        starts.append(offset)
+        offset += len(match.group().encode("utf-8"))
+        stops.append(offset)
+        last = match.end()
+    if not starts:
+        return []
+    # Token k spans bytes [ends[k-1], ends[k]); the first token to hold a word's bytes is the first
+    # ending after its start, the last is the first ending at or after its end.
+    first = np.searchsorted(ends, np.asarray(starts), side="right")
+    final = np.searchsorted(ends, np.asarray(stops), side="left")
+    return (final - first + 1).tolist()
+
+
+_WORD = re.compile(r"\S+")
+
+
+def efficiency(counts: Counter, vocab_size: int, alpha: float) -> float:
+    """Rényi efficiency of order `alpha` of the token distribution: its Rényi entropy divided by the
+    entropy of the uniform distribution over the vocabulary, log |V| (Zouhar et al., 2023). Order 1
+    is Shannon's entropy. 1.0 when every token of the vocabulary is equally frequent."""
+    total = sum(counts.values())
+    if not total or vocab_size < 2:
+        return 0.0
+    probs = [n / total for n in counts.values() if n]
+    if alpha == 1.0:
+        entropy = -sum(p * math.log(p) for p in probs)
+    else:
+        entropy = math.log(sum(p**alpha for p in probs)) / (1 - alpha)
+    return entropy / math.log(vocab_size)
+
+
+def tokens_for_share(counts: Counter, share: float) -> int:
+    """The fewest tokens, most frequent first, whose occurrences make up at least `share` of all."""
+    total = sum(counts.values())
+    done = 0
+    for k, n in enumerate(sorted(counts.values(), reverse=True), start=1):
+        done += n
+        if done >= share * total:
+            return k
+    return 0
+
+
+def measure_rows(columns: list[TextStats]) -> list[tuple[str, list[str]]]:
+    """The measures papers use, one row each, formatted for each column (see README, "Measures")."""
+    return [
+        ("tokens per word (fertility)", [f"{s.fertility:.2f}" for s in columns]),
+        ("% words cut in 2+ tokens", [f"{100 * s.split_share:.2f}" for s in columns]),
+        (f"Rényi efficiency (α = {RENYI_ALPHA})", [f"{s.renyi_efficiency:.3f}" for s in columns]),
+        ("Shannon efficiency", [f"{s.shannon_efficiency:.3f}" for s in columns]),
+        ("% of the vocabulary used", [f"{100 * s.vocab_used:.2f}" for s in columns]),
+        ("tokens making half of all", [f"{s.half_of_tokens:,}" for s in columns]),
+    ]
 
 
 def stats_table(columns: list[tuple[str, TextStats]]) -> str:
@@ -84,6 +209,7 @@ def stats_table(columns: list[tuple[str, TextStats]]) -> str:
     ]
     for kind, label in KINDS.items():
         rows.append((f"% {label}", [f"{100 * s.kinds[kind] / max(s.tokens, 1):.2f}" for _, s in columns]))
+    rows += measure_rows([s for _, s in columns])
     label_width = max(len(label) for label, _ in rows)
     widths = [max(len(name), *(len(values[i]) for _, values in rows)) for i, (name, _) in enumerate(columns)]
     lines = [" " * label_width + "".join(f"  {name:>{w}}" for (name, _), w in zip(columns, widths))]
@@ -174,7 +300,26 @@ def load_pretrained(name: str) -> tuple[Tokenizer | None, str]:
     try:
         return load(name), ""
     except Exception as e:  # any failure (missing files, no network) only leaves this column out
+        if _failed_download(e):
+            return None, OFFLINE.format(name=name)
         return None, f"{type(e).__name__}: {e}".splitlines()[0][:200]
+
+
+OFFLINE = ("not available offline: tiktoken downloads {name}'s rank file once; "
+           "set TIKTOKEN_CACHE_DIR to a folder that holds it")
+
+
+def _failed_download(error: BaseException) -> bool:
+    """Whether a network failure (no connection, unknown host, timeout) is among the causes of `error`:
+    tiktoken's download goes through `requests`, whose errors are OSErrors that name the host."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        names = {cls.__name__ for cls in type(error).__mro__}
+        if isinstance(error, OSError) and names & {"ConnectionError", "Timeout", "TimeoutError", "URLError"}:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 # --- the report page -----------------------------------------------------------------------------
@@ -246,6 +391,7 @@ def build_report(
     tokenizer: Tokenizer,
     *,
     name: str,
+    path: str | None = None,
     log: MergeLog | None = None,
     texts: list[HeldOut] = (),
     pretrained: list[str] = PRETRAINED,
@@ -253,7 +399,7 @@ def build_report(
     sample_chars: int = 1500,
     progress: bool = False,
 ) -> str:
-    """The report page for `tokenizer` (called `name`) as one self-contained HTML document.
+    """The report page for `tokenizer` (called `name`, loaded from `path`) as one self-contained HTML document.
 
     `log` is its merge log (for the training curve and merge counts), `texts` held-out text for the
     held-out curve, the comparison with the `pretrained` tokenizers and the coloured sample; the
@@ -274,12 +420,19 @@ def build_report(
 
         bar = tqdm(total=1 + len(sizes) + len(pretrained), unit="step", desc="report", disable=None)
 
+    by_text: dict[str, list[TextStats]] = {}  # tokenizer's label -> its stats on each text
+
     def measure(tok: Tokenizer, what: str) -> TextStats:
         if bar is not None:
             bar.set_postfix_str(what, refresh=True)
         stats = TextStats()
+        each = []
         for t in texts:
-            stats.add(tok, t.text)
+            one = TextStats()
+            one.add(tok, t.text)
+            stats.update(one)
+            each.append(one)
+        by_text[what] = each
         if bar is not None:
             bar.update(1)
         return stats
@@ -312,8 +465,11 @@ def build_report(
         "curve": _curve_plot(training, held_out),
         "lengths": _length_plot(tokenizer, specials),
     }
-    return _page(tokenizer, name=name, log=log, texts=texts, ours=ours, others=others, training=training,
-                 held_out=held_out, points=[base + k for k in points], plots=plots, sample_chars=sample_chars)
+    per_text = [(label, by_text[label]) for label in ["ours"] + [n for n, s, _ in others if s is not None]
+                if label in by_text]
+    return _page(tokenizer, name=name, path=path, log=log, texts=texts, ours=ours, others=others, per_text=per_text,
+                 training=training, held_out=held_out, points=[base + k for k in points], plots=plots,
+                 sample_chars=sample_chars)
 
 
 def _fractions(n: int) -> list[float]:
@@ -404,17 +560,35 @@ def _code(token: bytes, limit: int = 16) -> str:
     return f"<code{title}>" + html.escape(shown).replace(" ", '<span class="sp">␣</span>') + "</code>"
 
 
+def _unavailable(reason: str) -> str:
+    return reason if reason.startswith("not available") else f"not available: {reason}"
+
+
+def _measures_table(rows: list[tuple[str, TextStats]], table_id: str) -> str:
+    """An HTML table of `measure_rows`, one row per (label, stats)."""
+    e = html.escape
+    measures = measure_rows([s for _, s in rows])
+    head = "".join(f"<th>{e(label)}</th>" for label, _ in measures)
+    body = "".join(
+        f"<tr><td>{e(label)}</td>" + "".join(f"<td>{values[k]}</td>" for _, values in measures) + "</tr>"
+        for k, (label, _) in enumerate(rows)
+    )
+    return f'<table class="num" id="{table_id}"><thead><tr><th>tokenizer</th>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
 def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, points, plots, sample_chars) -> str:
+def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, training, held_out, points, plots,
+          sample_chars) -> str:
     e = html.escape
     merges = tokenizer.merges
     parts: list[str] = []
     add = parts.append
 
-    summary = [
+    summary = [("tokenizer", path)] if path and path != name else []
+    summary += [
         ("vocabulary", f"{len(tokenizer.vocab):,} tokens"),
         ("merges", f"{len(merges):,}"),
         ("special tokens", ", ".join(tokenizer.special_tokens) or "none"),
@@ -466,12 +640,24 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, poin
             + "</tr></thead><tbody>")
         for label, s, reason in [(f"{name} (this one)", ours, ""), *others]:
             if s is None:
-                add(f'<tr class="na"><td>{e(label)}</td><td colspan="7">not available: {e(reason)}</td></tr>')
+                add(f'<tr class="na"><td>{e(label)}</td><td colspan="7">{e(_unavailable(reason))}</td></tr>')
                 continue
             shares = "".join(f"<td>{100 * s.kinds[k] / max(s.tokens, 1):.1f} %</td>" for k in KINDS)
             add(f"<tr><td>{e(label)}</td><td>{s.tokens:,}</td><td>{_fmt(s.bytes_per_token)}</td>"
                 f"<td>{_fmt(s.chars_per_token)}</td>{shares}</tr>")
-        add("</tbody></table></section>")
+        add("</tbody></table>")
+        add('<h3 id="measures">The measures papers use</h3><p class="note">Fertility: tokens per whitespace-separated '
+            "word, and the share of words cut into two or more tokens (lower is better). Rényi efficiency "
+            f"(α = {RENYI_ALPHA}) and Shannon efficiency of the token distribution: its entropy over log |V| "
+            "(higher: the vocabulary is used more evenly). Vocabulary use: the share of tokens that occur, and how "
+            "many of the most frequent tokens make up half of the text. See README, \"Measures\".</p>")
+        rows = [(f"{name} (this one)", ours)] + [(label, s) for label, s, _ in others if s is not None]
+        if len(texts) > 1:
+            names_of = {"ours": f"{name} (this one)"}
+            rows += [(f"{names_of.get(label, label)} on {t.name}", one)
+                     for k, t in enumerate(texts) for label, each in per_text for one in [each[k]]]
+        add(_measures_table(rows, "measures-table"))
+        add("</section>")
 
     # The vocabulary: lengths and kinds.
     specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
