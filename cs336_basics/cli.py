@@ -40,7 +40,7 @@ from cs336_basics.formats.gpt2 import atomic_write_texts
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
 from cs336_basics.text import patterns
 from cs336_basics.text.surrogates import fix_surrogates
-from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
+from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token, token_occurrences
 
 DEFAULT_SPECIAL = "<|endoftext|>"
 
@@ -202,7 +202,9 @@ def cmd_train(args: argparse.Namespace) -> None:
         )
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
-    log_text = merge_log_tsv(merges, MergeLog(stats["pretoken_bytes"], log))
+    merge_log = MergeLog(stats["pretoken_bytes"], log)
+    merge_log.occurrences = token_occurrences(stats["byte_counts"], merges, merge_log)
+    log_text = merge_log_tsv(merges, merge_log)
     pretrained.save(out, vocab, merges, specials, tokenizer.pattern, extra_files={"merge_log.tsv": log_text})
     total = time.perf_counter() - started
     input_path = sources.describe(inputs)
@@ -221,8 +223,24 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
         print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (a MB of the input)")
+    _print_under_trained(tokenizer, merge_log, args.min_count, out)
     print(f"wrote {out / 'vocab.json'}, {out / 'merges.txt'} and {out / 'tokenizer.json'} ({len(vocab):,} tokens), "
           f"{out / 'merge_log.tsv'}")
+
+
+def _print_under_trained(tokenizer: Tokenizer, log: MergeLog, min_count: int | None, out: Path, shown: int = 5) -> None:
+    """The train summary's line on tokens that the encoded training corpus (almost) never holds."""
+    total = sum(log.occurrences)
+    min_count = report.default_min_count(total) if min_count is None else min_count
+    flagged = report.under_trained(report.vocab_entries(tokenizer, log, min_count=min_count))
+    merged = [e for e in flagged if e.rank is not None]
+    others = len(flagged) - len(merged)
+    listed = ", ".join(f"'{readable_token(e.token)}' (merge {e.rank}: {e.count:,} then, {e.occurrences:,} now)"
+                       for e in merged[:shown])
+    more = ", ..." if len(merged) > shown else ""
+    print(f"  under-trained        {len(merged):,} merged tokens with fewer than {min_count:,} occurrences in the "
+          f"encoded corpus or unreachable{': ' if merged else ''}{listed}{more}; and {others:,} other tokens "
+          f"(bytes the corpus lacks); see bpe vocab {out} --under-trained")
 
 
 # --- encode, decode, inspect, stats -----------------------------------------------------------------
@@ -399,7 +417,22 @@ def _merge_log_of(folder: str, tokenizer: Tokenizer) -> MergeLog | None:
 
 def cmd_vocab(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.dir, args.special_token, args.pattern)
-    for line in report.vocab_tsv_lines(report.vocab_entries(tokenizer, _merge_log_of(args.dir, tokenizer))):
+    log = _merge_log_of(args.dir, tokenizer)
+    occurrences = None
+    if args.text:
+        quiet = True if args.quiet else None
+        files = _corpus(args.text)
+        from tqdm import tqdm
+
+        with tqdm(total=sum(f.size for f in files), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
+            occurrences = _measure_corpus(tokenizer, files, args.text_field, lambda n: bar.update(n - bar.n)).counts
+    elif args.under_trained and (log is None or log.occurrences is None):
+        raise CommandError(f"{args.dir} has no merge log with each token's occurrences (bpe train writes it); "
+                           "give --text FILE to count them on a text")
+    entries = report.vocab_entries(tokenizer, log, occurrences=occurrences, min_count=args.min_count)
+    if args.under_trained:
+        entries = report.under_trained(entries)
+    for line in report.vocab_tsv_lines(entries):
         print(line)
 
 
@@ -419,7 +452,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     try:
         page = report.build_report(
             tokenizer, name=_short_name(args.dir), path=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts,
-            progress=not args.quiet,
+            min_count=args.min_count, progress=not args.quiet,
         )
     except report.MissingExtra as e:
         raise CommandError(str(e)) from None
@@ -554,6 +587,9 @@ def build_parser() -> argparse.ArgumentParser:
     specials(p)
     p.add_argument("--out", default="out/tokenizer", help="output folder (default: out/tokenizer)")
     p.add_argument("--workers", type=_positive_int, help="processes for counting (default: all cores)")
+    p.add_argument("--min-count", type=_positive_int, metavar="N",
+                   help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
+                        "of all tokens, or 10 if that is more)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=cmd_train)
 
@@ -589,8 +625,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_stats)
 
-    p = sub.add_parser("vocab", help="list every token with the merge that made it and that merge's count")
-    p.add_argument("dir", metavar="DIR", help="a tokenizer folder (counts come from its merge_log.tsv, if any)")
+    min_count_help = ("a token with fewer occurrences is under-trained (default: 0.0001%% of all tokens, "
+                      "or 10 if that is more)")
+    p = sub.add_parser("vocab", help="list every token with the merge that made it, that merge's count, its "
+                                     "occurrences and whether it is under-trained")
+    p.add_argument("dir", metavar="DIR", help="a tokenizer folder (counts come from its merge_log.tsv, if any), "
+                                              "tokenizer.json, .tiktoken or a name (e.g. gpt2)")
+    p.add_argument("--under-trained", action="store_true", help="list only the under-trained tokens, fewest first")
+    p.add_argument("--min-count", type=_positive_int, metavar="N", help=min_count_help)
+    p.add_argument("--text", action="append", metavar="INPUT",
+                   help="count occurrences on this text instead of the training corpus (e.g. for a pretrained "
+                        "tokenizer); repeatable")
+    corpus_options(p, dask=False)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     specials(p)
     p.set_defaults(run=cmd_vocab)
 
@@ -600,6 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="report.html", metavar="FILE.html", help="the page to write (default: report.html)")
     p.add_argument("--sample-bytes", type=_positive_int, default=1 << 20, metavar="N",
                    help="read at most N bytes of each TEXT (default: 1 MiB)")
+    p.add_argument("--min-count", type=_positive_int, metavar="N", help=min_count_help)
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_report)

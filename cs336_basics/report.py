@@ -192,10 +192,10 @@ def measure_rows(columns: list[TextStats]) -> list[tuple[str, list[str]]]:
     """The measures papers use, one row each, formatted for each column (see README, "Measures")."""
     return [
         ("tokens per word (fertility)", [f"{s.fertility:.2f}" for s in columns]),
-        ("% words cut in 2+ tokens", [f"{100 * s.split_share:.2f}" for s in columns]),
+        ("words cut in 2+ tokens (%)", [f"{100 * s.split_share:.2f}" for s in columns]),
         (f"Rényi efficiency (α = {RENYI_ALPHA})", [f"{s.renyi_efficiency:.3f}" for s in columns]),
         ("Shannon efficiency", [f"{s.shannon_efficiency:.3f}" for s in columns]),
-        ("% of the vocabulary used", [f"{100 * s.vocab_used:.2f}" for s in columns]),
+        ("vocabulary used (%)", [f"{100 * s.vocab_used:.2f}" for s in columns]),
         ("tokens making half of all", [f"{s.half_of_tokens:,}" for s in columns]),
     ]
 
@@ -223,7 +223,8 @@ def stats_table(columns: list[tuple[str, TextStats]]) -> str:
 
 @dataclass
 class VocabEntry:
-    """One token: its id, bytes, the merge that made it (rank and pair) and that merge's count."""
+    """One token: its id, bytes, the merge that made it (rank and pair), that merge's count, the
+    token's occurrences in the encoded training corpus (or a given text), and why it is under-trained."""
 
     id: int
     token: bytes
@@ -231,12 +232,45 @@ class VocabEntry:
     rank: int | None = None
     pair: tuple[bytes, bytes] | None = None
     count: int | None = None
+    occurrences: int | None = None
+    flags: list[str] = field(default_factory=list)
 
 
-def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[VocabEntry]:
+# Why a token is listed as under-trained (its embedding would get little or no training).
+FLAGS = {
+    "rare": "occurs fewer times than the minimum",
+    "unreachable": "does not encode back to itself",
+    "partial": "part of a UTF-8 character, never occurs",
+}
+MIN_SHARE = 1e-6  # the default minimum: 0.0001 % of all tokens, or 10 if that is more
+
+
+def default_min_count(total_tokens: int) -> int:
+    """The fewest occurrences a token needs not to count as rare: 0.0001 % of all tokens, at least 10."""
+    return max(10, math.ceil(total_tokens * MIN_SHARE))
+
+
+def vocab_entries(
+    tokenizer: Tokenizer,
+    log: MergeLog | None = None,
+    *,
+    occurrences: "dict[int, int] | None" = None,
+    min_count: int | None = None,
+) -> list[VocabEntry]:
     """Every token in id order, with the merge that made it (the first merge giving its bytes) and,
-    when its merge log is given, that merge's count."""
+    when its merge log is given, that merge's count.
+
+    Each token's occurrences come from `occurrences` (id -> count, e.g. measured on a text) or else
+    from the merge log when it records them (in the encoded training corpus). With occurrences known,
+    `flags` says why a token is under-trained (see `FLAGS`): fewer than `min_count` occurrences
+    (default: `default_min_count` of all tokens), or a part of a character that never occurs; and,
+    always, a token whose text encodes to other tokens (no text can ever produce it).
+    """
     check_merge_log(tokenizer, log)
+    if occurrences is None and log is not None and log.occurrences is not None:
+        occurrences = dict(enumerate(log.occurrences))
+    if occurrences is not None and min_count is None:
+        min_count = default_min_count(sum(occurrences.values()))
     made_by: dict[bytes, int] = {}
     for rank, (left, right) in enumerate(tokenizer.merges):
         made_by.setdefault(left + right, rank)
@@ -250,8 +284,35 @@ def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[Voc
         if rank is not None and not entry.special:
             entry.rank, entry.pair = rank, tokenizer.merges[rank]
             entry.count = counts[rank] if counts is not None else None
+        if not entry.special:
+            entry.flags = _flags(tokenizer, entry, occurrences, min_count)
         entries.append(entry)
     return entries
+
+
+def _flags(tokenizer: Tokenizer, entry: VocabEntry, occurrences: "dict[int, int] | None", min_count: int | None) -> list[str]:
+    flags = []
+    if occurrences is not None:
+        entry.occurrences = occurrences.get(entry.id, 0)
+        if entry.occurrences < min_count:
+            flags.append("rare")
+    try:
+        text = entry.token.decode("utf-8")
+    except UnicodeDecodeError:
+        if entry.occurrences == 0:  # not whole characters: no text has them alone, so only merges use them
+            flags.append("partial")
+    else:
+        if tokenizer.encode(text) != [entry.id]:
+            flags.append("unreachable")
+    return flags
+
+
+def under_trained(entries: Iterable[VocabEntry]) -> list[VocabEntry]:
+    """The entries flagged as under-trained: tokens made by merges first (training made them, and
+    later merges took their occurrences), then the rest (bytes that the corpus lacks); each group
+    fewest occurrences first, then by id."""
+    flagged = [e for e in entries if e.flags]
+    return sorted(flagged, key=lambda e: (e.rank is None, e.occurrences if e.occurrences is not None else -1, e.id))
 
 
 def check_merge_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
@@ -271,15 +332,17 @@ def check_merge_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
 
 
 def vocab_tsv_lines(entries: Iterable[VocabEntry]) -> Iterable[str]:
-    """`bpe vocab` output: a header, then id, readable token, merge rank, left, right and count."""
-    yield "id\ttoken\trank\tleft\tright\tcount"
+    """`bpe vocab` output: a header, then id, readable token, merge rank, left, right, count, the
+    token's occurrences and why it is under-trained (flags joined by commas; empty if it is not)."""
+    yield "id\ttoken\trank\tleft\tright\tcount\toccurrences\tunder-trained"
     for e in entries:
         token = f"{e.token.decode('utf-8')} (special)" if e.special else readable_token(e.token)
+        tail = f"{'' if e.occurrences is None else e.occurrences}\t{','.join(e.flags)}"
         if e.pair is None:
-            yield f"{e.id}\t{token}\t\t\t\t"
+            yield f"{e.id}\t{token}\t\t\t\t\t{tail}"
         else:
             count = "" if e.count is None else e.count
-            yield f"{e.id}\t{token}\t{e.rank}\t{readable_token(e.pair[0])}\t{readable_token(e.pair[1])}\t{count}"
+            yield f"{e.id}\t{token}\t{e.rank}\t{readable_token(e.pair[0])}\t{readable_token(e.pair[1])}\t{count}\t{tail}"
 
 
 def truncated(tokenizer: Tokenizer, num_merges: int) -> Tokenizer:
@@ -395,6 +458,7 @@ def build_report(
     log: MergeLog | None = None,
     texts: list[HeldOut] = (),
     pretrained: list[str] = PRETRAINED,
+    min_count: int | None = None,
     num_points: int = 7,
     sample_chars: int = 1500,
     progress: bool = False,
@@ -403,7 +467,9 @@ def build_report(
 
     `log` is its merge log (for the training curve and merge counts), `texts` held-out text for the
     held-out curve, the comparison with the `pretrained` tokenizers and the coloured sample; the
-    held-out curve has about `num_points` vocabulary sizes. `progress` shows a progress bar on a terminal.
+    held-out curve has about `num_points` vocabulary sizes. Tokens with fewer than `min_count`
+    occurrences in the encoded training corpus (when the log records them) are listed as under-trained
+    (default: `default_min_count`). `progress` shows a progress bar on a terminal.
     Raises MissingExtra when matplotlib is not installed.
     """
     _require_matplotlib()
@@ -465,9 +531,11 @@ def build_report(
         "curve": _curve_plot(training, held_out),
         "lengths": _length_plot(tokenizer, specials),
     }
+    flagged = under_trained(vocab_entries(tokenizer, log, min_count=min_count))
     per_text = [(label, by_text[label]) for label in ["ours"] + [n for n, s, _ in others if s is not None]
                 if label in by_text]
     return _page(tokenizer, name=name, path=path, log=log, texts=texts, ours=ours, others=others, per_text=per_text,
+                 flagged=flagged, min_count=min_count,
                  training=training, held_out=held_out, points=[base + k for k in points], plots=plots,
                  sample_chars=sample_chars)
 
@@ -560,6 +628,43 @@ def _code(token: bytes, limit: int = 16) -> str:
     return f"<code{title}>" + html.escape(shown).replace(" ", '<span class="sp">␣</span>') + "</code>"
 
 
+def _under_trained_html(flagged: list[VocabEntry], log: MergeLog | None, min_count: int | None, shown: int = 60) -> str:
+    """The section listing under-trained tokens: those made by merges in full (up to `shown`), then a
+    count of the other ones (bytes the corpus lacks)."""
+    e = html.escape
+    parts = ['<section id="under-trained"><h2>Under-trained tokens</h2>']
+    if log is None or log.occurrences is None:
+        parts.append('<p class="missing">The merge log does not record how often each token occurs in the encoded '
+                     "training corpus (<code>bpe train</code> writes it since the column <code>occurrences</code> "
+                     "was added), so only unreachable tokens can be listed.</p>")
+        min_count = None
+    elif min_count is None:
+        min_count = default_min_count(sum(log.occurrences))
+    merged = [x for x in flagged if x.rank is not None]
+    others = [x for x in flagged if x.rank is None]
+    rule = f"fewer than {min_count:,} occurrences in the training corpus encoded with the final vocabulary, or " if min_count else ""
+    parts.append(f'<p class="note">Tokens with {rule}no text that encodes to them: a model barely trains their '
+                 "embeddings (Land and Bartolo, 2024). BPE makes them when later merges take all of a token's "
+                 f'occurrences. <b id="under-trained-count" data-merged="{len(merged)}" data-others="{len(others)}">'
+                 f"{len(merged):,} made by merges</b>, and {len(others):,} other tokens (bytes the corpus lacks).</p>")
+    if merged:
+        parts.append('<table class="merges" id="under-trained-table"><thead><tr><th>id</th><th>token</th><th>merge</th>'
+                     "<th>left</th><th>right</th><th>count at the merge</th><th>occurrences</th><th>why</th></tr></thead><tbody>")
+        for x in merged[:shown]:
+            count = "?" if x.count is None else f"{x.count:,}"
+            occ = "?" if x.occurrences is None else f"{x.occurrences:,}"
+            why = ", ".join(FLAGS[f] for f in x.flags)
+            parts.append(f'<tr data-id="{x.id}"><td>{x.id}</td><td>{_code(x.token)}</td><td>{x.rank}</td>'
+                         f"<td>{_code(x.pair[0])}</td><td>{_code(x.pair[1])}</td><td class=\"n\">{count}</td>"
+                         f'<td class="n">{occ}</td><td>{e(why)}</td></tr>')
+        parts.append("</tbody></table>")
+        if len(merged) > shown:
+            parts.append(f'<p class="note">and {len(merged) - shown:,} more: <code>bpe vocab DIR --under-trained</code> '
+                         "lists them all.</p>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
 def _unavailable(reason: str) -> str:
     return reason if reason.startswith("not available") else f"not available: {reason}"
 
@@ -580,8 +685,8 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, training, held_out, points, plots,
-          sample_chars) -> str:
+def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, flagged, min_count, training, held_out,
+          points, plots, sample_chars) -> str:
     e = html.escape
     merges = tokenizer.merges
     parts: list[str] = []
@@ -688,6 +793,9 @@ def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, training
                 f'<td>{_code(left + right)}</td><td class="n">{count}</td></tr>')
         add("</tbody></table></div>")
     add("</div></section>")
+
+    # Under-trained tokens.
+    add(_under_trained_html(flagged, log, min_count))
 
     # A sample of the text with token boundaries.
     if texts:

@@ -153,9 +153,9 @@ def test_stats_shows_the_measures_for_each_file_and_for_all(folder, tmp_path, ca
         assert _row(part, "tokens per word (fertility)") == [f"{s.fertility:.2f}"]
         assert _row(part, "Rényi efficiency (α = 2.5)") == [f"{s.renyi_efficiency:.3f}"]
         assert _row(part, "Shannon efficiency") == [f"{s.shannon_efficiency:.3f}"]
-        assert _row(part, "% of the vocabulary used") == [f"{100 * s.vocab_used:.2f}"]
+        assert _row(part, "vocabulary used (%)") == [f"{100 * s.vocab_used:.2f}"]
         assert _row(part, "tokens making half of all") == [f"{s.half_of_tokens:,}"]
-        assert _row(part, "% words cut in 2+ tokens") == [f"{100 * s.split_share:.2f}"]
+        assert _row(part, "words cut in 2+ tokens (%)") == [f"{100 * s.split_share:.2f}"]
     assert total.words == 6 + 6
 
 
