@@ -11,6 +11,7 @@ a Dask cluster.
     bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT
     bpe vocab DIR
     bpe report DIR [TEXT ...] --out report.html
+    bpe serve [--tokenizer DIR ...] [--port N]
     bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
     bpe dataset info DATASET
     bpe dataset verify DATASET
@@ -460,6 +461,44 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"wrote {out}")
 
 
+# --- serve -----------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from cs336_basics import serve
+
+    names = args.tokenizer
+    if not names:  # ours where `bpe train` puts it by default, beside GPT-2's and GPT-4's when they load
+        names = [n for n in ("out/tokenizer", "gpt2", "cl100k_base") if n != "out/tokenizer" or Path(n).is_dir()]
+    served = []
+    for name in names:
+        try:
+            tokenizer = load_tokenizer(name, args.special_token, args.pattern)
+        except (ValueError, OSError) as e:
+            if args.tokenizer:
+                raise
+            print(f"bpe: note: leaving out {name}: {e}", file=sys.stderr)
+            continue
+        log = _merge_log_of(name, tokenizer) if Path(name).is_dir() else None
+        served.append(serve.Served(_short_name(name), tokenizer, log))
+    if not served:
+        raise CommandError("no tokenizer to serve: give --tokenizer DIR (or a name such as gpt2)")
+    try:
+        server = serve.make_server(served, host=args.host, port=args.port, allow_remote=args.allow_remote,
+                                   max_bytes=args.max_bytes)
+    except OSError as e:
+        raise CommandError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    host, port = server.server_address[:2]
+    print(f"serving {', '.join(s.name for s in served)} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    print("bpe serve: stopped", flush=True)
+
+
 # --- convert ---------------------------------------------------------------------------------------
 
 
@@ -651,6 +690,18 @@ def build_parser() -> argparse.ArgumentParser:
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_report)
+
+    p = sub.add_parser("serve", help="a local web page: type text, see it cut by several tokenizers side by side")
+    p.add_argument("--tokenizer", action="append", metavar="DIR",
+                   help="folder, tokenizer.json, .tiktoken or a name; repeat to compare (default: out/tokenizer "
+                        "if it exists, gpt2 and cl100k_base)")
+    p.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0 takes a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1, this machine only)")
+    p.add_argument("--allow-remote", action="store_true", help="allow a --host other machines can reach")
+    p.add_argument("--max-bytes", type=_positive_int, default=100_000, metavar="N",
+                   help="the longest text a request may send, in bytes (default 100000)")
+    specials(p)
+    p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("convert", help="write a tokenizer in another format")
     p.add_argument("source", metavar="SRC", help="a folder, tokenizer.json, .tiktoken file or pretrained name")

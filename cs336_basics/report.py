@@ -307,6 +307,32 @@ def _flags(tokenizer: Tokenizer, entry: VocabEntry, occurrences: "dict[int, int]
     return flags
 
 
+def token_entry(tokenizer: Tokenizer, token_id: int, log: MergeLog | None = None, *,
+                made_by: dict[bytes, int] | None = None, min_count: int | None = None) -> VocabEntry:
+    """One token's `VocabEntry` (as in `vocab_entries`, with occurrences from the merge log when it
+    records them), without going through the whole vocabulary. `made_by` (token bytes -> rank of the
+    first merge giving them) may be passed in to save building it for every call."""
+    if made_by is None:
+        made_by = {}
+        for rank, (left, right) in enumerate(tokenizer.merges):
+            made_by.setdefault(left + right, rank)
+    token = tokenizer.vocab[token_id]
+    entry = VocabEntry(token_id, token, special=token in {t.encode("utf-8") for t in tokenizer.special_tokens})
+    if entry.special:
+        return entry
+    rank = made_by.get(token)
+    if rank is not None:
+        entry.rank, entry.pair = rank, tokenizer.merges[rank]
+        entry.count = log.steps[rank][0] if log is not None else None
+    occurrences = None
+    if log is not None and log.occurrences is not None:
+        occurrences = {token_id: log.occurrences[token_id]} if token_id < len(log.occurrences) else {}
+        if min_count is None:
+            min_count = default_min_count(sum(log.occurrences))
+    entry.flags = _flags(tokenizer, entry, occurrences, min_count)
+    return entry
+
+
 def under_trained(entries: Iterable[VocabEntry]) -> list[VocabEntry]:
     """The entries flagged as under-trained: tokens made by merges first (training made them, and
     later merges took their occurrences), then the rest (bytes that the corpus lacks); each group
