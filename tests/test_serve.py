@@ -241,7 +241,7 @@ def test_browser_types_reads_and_clicks(server, folder, tmp_path):
             pytest.skip(f"chromium could not be driven: {e}")
         # Type as a person does: click the box, then words arrive one at a time.
         browser.click("#text")
-        text = "The little cat sat on the mat, and 日本 was far away.\nNaïve owls don't sleep."
+        text = "The little cat sat on the mat, and 日本 was far away.\nNaïve owls don't sleep,\nbut one walked in."
         for word in text.split(" "):
             browser.call("Input.insertText", text=word if word == text.split(" ")[0] else " " + word)
         browser.wait_for(f"document.body.dataset.shownText === {json.dumps(text)}")
@@ -255,20 +255,24 @@ def test_browser_types_reads_and_clicks(server, folder, tmp_path):
         stats = browser.js("document.getElementById('stats-0').textContent")
         assert stats.startswith(f"{len(ids)} tokens · {len(text.encode())} bytes · {len(text)} characters")
 
-        # A click on a token absorbed by later merges in training says so.
+        # A click on a token shows where it came from; one that later merges absorbed in training
+        # ("ut" of "\nbut", "lked" of "walked") is under-trained.
         log = read_merge_log(folder / "merge_log.tsv")
-        position, token_id = next((n, i) for n, i in enumerate(ids) if i >= 256)
-        browser.click(f"#tokens-0 .t:nth-child({position + 1})")
-        browser.wait_for(f"document.getElementById('info-0').dataset.id === '{token_id}'")
-        fields = browser.js("Object.fromEntries(Array.from(document.querySelectorAll('#info-0 dd'))"
-                            ".map(d => [d.dataset.field, d.textContent]))")
-        left, right = ours.merges[token_id - 256]
-        assert fields["id"] == str(token_id) and fields["token"] == readable_token(left + right)
-        assert fields["merge"] == f"#{token_id - 256}: {readable_token(left)} + {readable_token(right)}"
-        assert fields["count at the merge"] == str(log.steps[token_id - 256][0])
-        assert fields["in training"] == f"{log.occurrences[token_id]} occurrences"
-        assert fields["under-trained"] == ("no" if log.occurrences[token_id] >= 10 else
-                                           "yes: occurs fewer times than the minimum")
+        common = next(n for n, i in enumerate(ids) if i >= 256 and log.occurrences[i] >= 10)
+        rare = next(n for n, i in enumerate(ids) if 256 <= i < len(log.occurrences) and log.occurrences[i] < 10)
+        for position, under_trained in ((common, "no"), (rare, "yes: occurs fewer times than the minimum")):
+            token_id = ids[position]
+            browser.click(f"#tokens-0 .t:nth-child({position + 1})")
+            browser.wait_for(f"document.getElementById('info-0').dataset.id === '{token_id}'")
+            fields = browser.js("Object.fromEntries(Array.from(document.querySelectorAll('#info-0 dd'))"
+                                ".map(d => [d.dataset.field, d.textContent]))")
+            left, right = ours.merges[token_id - 256]
+            assert fields["id"] == str(token_id) and fields["token"] == readable_token(left + right)
+            assert fields["bytes"] == " ".join(f"{b:02x}" for b in left + right)
+            assert fields["merge"] == f"#{token_id - 256}: {readable_token(left)} + {readable_token(right)}"
+            assert fields["count at the merge"] == str(log.steps[token_id - 256][0])
+            assert fields["in training"] == f"{log.occurrences[token_id]} occurrences"
+            assert fields["under-trained"] == under_trained
 
         shot = browser.call("Page.captureScreenshot", format="png")["data"]
         path = tmp_path / "bpe-serve.png"
