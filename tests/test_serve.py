@@ -156,12 +156,20 @@ class DevTools:
         profile.mkdir()
         to_browser_r, self.to_browser = os.pipe()
         self.from_browser, from_browser_w = os.pipe()
-        # Chromium reads commands on fd 3 and writes answers on fd 4.
+        def wire():
+            # Chromium reads commands on fd 3 and writes answers on fd 4. Copy both ends above 4
+            # first, so that placing one cannot overwrite the other.
+            import fcntl
+
+            read, write = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_browser_r, from_browser_w))
+            os.dup2(read, 3)
+            os.dup2(write, 4)
+
         self.process = subprocess.Popen(
             [chromium(), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "--window-size=1300,900",
              "--hide-scrollbars", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            pass_fds=(3, 4), preexec_fn=lambda: (os.dup2(to_browser_r, 3), os.dup2(from_browser_w, 4)),
+            close_fds=False, preexec_fn=wire,  # Python's own fds close on exec; dup2 makes 3 and 4 stay
         )
         os.close(to_browser_r)
         os.close(from_browser_w)
