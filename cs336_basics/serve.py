@@ -162,7 +162,7 @@ def _page(names: list[str], max_bytes: int) -> str:
     columns = "".join(
         f'<section class="col" id="col-{k}" data-name="{_escape(name)}"><h2>{_escape(name)}</h2>'
         f'<p class="stats" id="stats-{k}">&nbsp;</p><div class="tokens" id="tokens-{k}"></div>'
-        f'<div class="info" id="info-{k}"></div></section>'
+        f'<p class="ids" id="ids-{k}"></p><div class="info" id="info-{k}"></div></section>'
         for k, name in enumerate(names)
     )
     return _TEMPLATE.replace("{columns}", columns).replace("{count}", str(len(names))).replace(
@@ -219,6 +219,8 @@ textarea { width: 100%; font: 15px/1.5 ui-monospace, "DejaVu Sans Mono", monospa
 .c3 { background: #fbcfe8; } .c4 { background: #ddd6fe; }
 .t.part { display: inline-block; width: 4px; height: 1.1em; vertical-align: -2px; margin: 0 1px; background: #9ca3af; }
 .t.sel { outline: 2px solid #dc2626; }
+.ids { margin: 8px 0 0; color: var(--muted); font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace;
+  max-height: 5.6em; overflow: auto; overflow-wrap: anywhere; }
 .info { margin-top: 10px; font-size: 13px; }
 .info dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; margin: 0; }
 .info dt { color: var(--muted); }
@@ -252,6 +254,7 @@ _SCRIPT = """
       out.appendChild(s);
     });
     out.dataset.count = r.count;
+    document.getElementById("ids-" + k).textContent = r.tokens.map(function (t) { return t[0]; }).join(" ");
   }
   function send() {
     var text = box.value, mine = ++sent;

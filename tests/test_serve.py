@@ -258,6 +258,7 @@ def test_browser_types_reads_and_clicks(server, folder, tmp_path):
         assert ids == ours.encode(text)
         shown = browser.js("Array.from(document.querySelectorAll('#tokens-0 .t')).map(s => s.textContent).join('')")
         assert shown == text
+        assert browser.js("document.getElementById('ids-0').textContent") == " ".join(map(str, ids))
         assert [int(i) for i in browser.js("Array.from(document.querySelectorAll('#tokens-1 .t')).map(s => s.dataset.id)")] \
             == list(text.encode())
         stats = browser.js("document.getElementById('stats-0').textContent")
