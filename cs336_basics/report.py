@@ -557,11 +557,22 @@ def build_report(
         "curve": _curve_plot(training, held_out),
         "lengths": _length_plot(tokenizer, specials),
     }
-    flagged = under_trained(vocab_entries(tokenizer, log, min_count=min_count))
+    # Occurrences in the training corpus when the merge log records them; else (a pretrained tokenizer)
+    # in the held-out text, which also lists the tokens that text happens to lack.
+    counted_on = None
+    occurrences = None
+    if log is not None and log.occurrences is not None:
+        counted_on = "the training corpus encoded with the final vocabulary"
+        min_count = default_min_count(sum(log.occurrences)) if min_count is None else min_count
+    elif texts:
+        counted_on = "the held-out text (" + ", ".join(t.name for t in texts) + ")"
+        occurrences = ours.counts
+        min_count = default_min_count(ours.tokens) if min_count is None else min_count
+    flagged = under_trained(vocab_entries(tokenizer, log, occurrences=occurrences, min_count=min_count))
     per_text = [(label, by_text[label]) for label in ["ours"] + [n for n, s, _ in others if s is not None]
                 if label in by_text]
     return _page(tokenizer, name=name, path=path, log=log, texts=texts, ours=ours, others=others, per_text=per_text,
-                 flagged=flagged, min_count=min_count,
+                 flagged=flagged, min_count=min_count, counted_on=counted_on,
                  training=training, held_out=held_out, points=[base + k for k in points], plots=plots,
                  sample_chars=sample_chars)
 
@@ -654,25 +665,24 @@ def _code(token: bytes, limit: int = 16) -> str:
     return f"<code{title}>" + html.escape(shown).replace(" ", '<span class="sp">␣</span>') + "</code>"
 
 
-def _under_trained_html(flagged: list[VocabEntry], log: MergeLog | None, min_count: int | None, shown: int = 60) -> str:
+def _under_trained_html(flagged: list[VocabEntry], counted_on: str | None, min_count: int | None, shown: int = 60) -> str:
     """The section listing under-trained tokens: those made by merges in full (up to `shown`), then a
-    count of the other ones (bytes the corpus lacks)."""
+    count of the other ones (bytes the corpus lacks). `counted_on` says where occurrences were counted
+    (None: nowhere, so only unreachable tokens are listed)."""
     e = html.escape
     parts = ['<section id="under-trained"><h2>Under-trained tokens</h2>']
-    if log is None or log.occurrences is None:
+    if counted_on is None:
         parts.append('<p class="missing">The merge log does not record how often each token occurs in the encoded '
                      "training corpus (<code>bpe train</code> writes it since the column <code>occurrences</code> "
-                     "was added), so only unreachable tokens can be listed.</p>")
-        min_count = None
-    elif min_count is None:
-        min_count = default_min_count(sum(log.occurrences))
+                     "was added), and there is no held-out text to count them on, so only unreachable tokens are "
+                     "listed.</p>")
     merged = [x for x in flagged if x.rank is not None]
     others = [x for x in flagged if x.rank is None]
-    rule = f"fewer than {min_count:,} occurrences in the training corpus encoded with the final vocabulary, or " if min_count else ""
+    rule = f"fewer than {min_count:,} occurrences in {e(counted_on)}, or " if counted_on else ""
     parts.append(f'<p class="note">Tokens with {rule}no text that encodes to them: a model barely trains their '
                  "embeddings (Land and Bartolo, 2024). BPE makes them when later merges take all of a token's "
                  f'occurrences. <b id="under-trained-count" data-merged="{len(merged)}" data-others="{len(others)}">'
-                 f"{len(merged):,} made by merges</b>, and {len(others):,} other tokens (bytes the corpus lacks).</p>")
+                 f"{len(merged):,} made by merges</b>, and {len(others):,} single bytes.</p>")
     if merged:
         parts.append('<table class="merges" id="under-trained-table"><thead><tr><th>id</th><th>token</th><th>merge</th>'
                      "<th>left</th><th>right</th><th>count at the merge</th><th>occurrences</th><th>why</th></tr></thead><tbody>")
@@ -711,7 +721,7 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, flagged, min_count, training, held_out,
+def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, flagged, min_count, counted_on, training, held_out,
           points, plots, sample_chars) -> str:
     e = html.escape
     merges = tokenizer.merges
@@ -821,7 +831,7 @@ def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, flagged,
     add("</div></section>")
 
     # Under-trained tokens.
-    add(_under_trained_html(flagged, log, min_count))
+    add(_under_trained_html(flagged, counted_on, min_count))
 
     # A sample of the text with token boundaries.
     if texts:

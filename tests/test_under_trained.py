@@ -221,3 +221,22 @@ def test_report_page_lists_the_under_trained_tokens(trained, monkeypatch):
     assert f'data-merged="{len(expected)}"' in section and "fewer than 5 occurrences" in section
     page = report.build_report(tok, name="t", log=MergeLog(log.corpus_bytes, log.steps, log.merged))
     assert "does not record how often each token occurs" in page
+
+
+def test_report_page_counts_on_the_held_out_text_without_occurrences_in_the_log(trained, monkeypatch):
+    import re
+
+    from tests.test_report import FakePretrained
+
+    tok = Tokenizer.from_pretrained(trained)  # as a pretrained tokenizer comes: no merge log
+    monkeypatch.setattr(Tokenizer, "from_pretrained", FakePretrained(None), raising=False)
+    text = "the cat and the dog and the bird\n" * 4
+    page = report.build_report(tok, name="t", texts=[report.HeldOut("h.txt", text)], pretrained=[], min_count=3)
+    section = page[page.index('id="under-trained"'):]
+    section = section[: section.index("</section>")]
+    counts = Counter(tok.encode(text))
+    expected = [e.id for e in report.under_trained(report.vocab_entries(tok, occurrences=counts, min_count=3))
+                if e.rank is not None]
+    assert all(counts[i] < 3 for i in expected) and counts[tok.encode(" the")[0]] >= 3
+    assert [int(i) for i in re.findall(r'<tr data-id="(\d+)">', section)] == expected[:60]
+    assert "fewer than 3 occurrences in the held-out text (h.txt)" in section
