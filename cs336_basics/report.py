@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.text.surrogates import fix_surrogates
 from cs336_basics.train.merge_log import MergeLog, compression_curve, readable_token
 
 PRETRAINED = ["gpt2", "cl100k_base", "o200k_base"]
@@ -108,6 +109,7 @@ class TextStats:
 
     def add(self, tokenizer: Tokenizer, text: str) -> None:
         """Encode `text` and count it in."""
+        text = fix_surrogates(text)  # as encode reads them, so that bytes and word offsets agree with the ids
         ids = tokenizer.encode(text)
         vocab = tokenizer.vocab
         self.bytes += len(text.encode("utf-8"))

@@ -57,6 +57,13 @@ def test_fertility_with_a_token_across_two_words():
     assert stats.fertility == 2.5 and stats.split_share == 1.0
 
 
+def test_text_with_surrogates_is_measured_as_encode_reads_it():
+    tok = tokenizer_with([])
+    stats = report.TextStats()
+    stats.add(tok, "a\ud83d\ude00 b\ud800")  # a pair (one emoji, 4 bytes) and a lone one (U+FFFD, 3 bytes)
+    assert (stats.bytes, stats.tokens, stats.words, stats.word_tokens) == (1 + 4 + 1 + 1 + 3, 10, 2, 9)
+
+
 # --- efficiency ------------------------------------------------------------------------------------
 
 
