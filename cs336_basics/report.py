@@ -1,5 +1,7 @@
 """What a tokenizer learned and how well it compresses text: kinds of tokens, bytes and characters
-per token, the vocabulary with the merge behind each token, and the report page of `bpe report`.
+per token and the measures papers use (fertility, Rényi and Shannon efficiency, vocabulary use; see
+`TextStats`), the vocabulary with the merge behind each token and the tokens that would be
+under-trained (see `vocab_entries`), and the report page of `bpe report`.
 
 The page is one self-contained HTML file: styles, the small script and the plots (SVG drawn by
 matplotlib, the optional extra `report`) are all inline, so it opens anywhere without a network.
