@@ -89,8 +89,9 @@ def train_bpe(
     instead of local processes; `piece_size` is the most bytes one worker task reads (tests use
     tiny ones). The result depends on none of these. `progress` shows progress bars on stderr. A
     `stats` dict, if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`,
-    `input_bytes`, `pretoken_bytes` (the corpus length in bytes without the special tokens) and
-    `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
+    `input_bytes`, `pretoken_bytes` (the corpus length in bytes without the special tokens),
+    `byte_counts` (how often each byte value occurs in it: with the merge log, each token's count in
+    the encoded corpus, see `merge_log.token_occurrences`) and `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
     """
@@ -127,6 +128,7 @@ def train_bpe(
     distinct = len(word_counts)
     wanted = stats is not None or merge_log is not None
     corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
+    byte_counts = counting.byte_counts(word_counts) if stats is not None else None
     counted = time.perf_counter()
 
     num_merges = vocab_size - 256 - len(special_tokens)
@@ -156,6 +158,7 @@ def train_bpe(
             pretoken_bytes=corpus_bytes,
             input_bytes=size,
             num_workers=workers,
+            byte_counts=byte_counts,
         )
 
     vocab = {i: bytes([i]) for i in range(256)}

@@ -11,6 +11,7 @@ a Dask cluster.
     bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT
     bpe vocab DIR
     bpe report DIR [TEXT ...] --out report.html
+    bpe serve [--tokenizer DIR ...] [--port N]
     bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
     bpe dataset info DATASET
     bpe dataset verify DATASET
@@ -40,7 +41,7 @@ from cs336_basics.formats.gpt2 import atomic_write_texts
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
 from cs336_basics.text import patterns
 from cs336_basics.text.surrogates import fix_surrogates
-from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token
+from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, read_merge_log, readable_token, token_occurrences
 
 DEFAULT_SPECIAL = "<|endoftext|>"
 
@@ -202,7 +203,9 @@ def cmd_train(args: argparse.Namespace) -> None:
         )
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
-    log_text = merge_log_tsv(merges, MergeLog(stats["pretoken_bytes"], log))
+    merge_log = MergeLog(stats["pretoken_bytes"], log)
+    merge_log.occurrences = token_occurrences(stats["byte_counts"], merges, merge_log)
+    log_text = merge_log_tsv(merges, merge_log)
     pretrained.save(out, vocab, merges, specials, tokenizer.pattern, extra_files={"merge_log.tsv": log_text})
     total = time.perf_counter() - started
     input_path = sources.describe(inputs)
@@ -221,8 +224,24 @@ def cmd_train(args: argparse.Namespace) -> None:
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
         print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (a MB of the input)")
+    _print_under_trained(tokenizer, merge_log, args.min_count, out)
     print(f"wrote {out / 'vocab.json'}, {out / 'merges.txt'} and {out / 'tokenizer.json'} ({len(vocab):,} tokens), "
           f"{out / 'merge_log.tsv'}")
+
+
+def _print_under_trained(tokenizer: Tokenizer, log: MergeLog, min_count: int | None, out: Path, shown: int = 5) -> None:
+    """The train summary's line on tokens that the encoded training corpus (almost) never holds."""
+    total = sum(log.occurrences)
+    min_count = report.default_min_count(total) if min_count is None else min_count
+    flagged = report.under_trained(report.vocab_entries(tokenizer, log, min_count=min_count))
+    merged = [e for e in flagged if e.rank is not None]
+    others = len(flagged) - len(merged)
+    listed = ", ".join(f"'{readable_token(e.token)}' (merge {e.rank}: {e.count:,} then, {e.occurrences:,} now)"
+                       for e in merged[:shown])
+    more = ", ..." if len(merged) > shown else ""
+    print(f"  under-trained        {len(merged):,} merged tokens with fewer than {min_count:,} occurrences in the "
+          f"encoded corpus or unreachable{': ' if merged else ''}{listed}{more}; and {others:,} other tokens "
+          f"(bytes the corpus lacks); see bpe vocab {out} --under-trained")
 
 
 # --- encode, decode, inspect, stats -----------------------------------------------------------------
@@ -343,14 +362,26 @@ def cmd_stats(args: argparse.Namespace) -> None:
     size = sum(f.size for f in files)
     from tqdm import tqdm
 
+    # With several files each is measured on its own too (a folder often holds one language per file).
+    per_file: list[list[report.TextStats]] = [[] for _ in files]
     columns = []
     # disable=None: no bar when stderr is not a terminal, so a failure stays one line in logs.
     quiet = True if args.quiet else None
     with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
         for name, tokenizer in tokenizers:
-            done = bar.n
-            stats = _measure_corpus(tokenizer, files, args.text_field, lambda n: bar.update(done + n - bar.n))
-            columns.append((name, stats))
+            total = report.TextStats()
+            for k, f in enumerate(files):
+                done = bar.n
+                stats = _measure_corpus(tokenizer, [f], args.text_field, lambda n: bar.update(done + n - bar.n))
+                per_file[k].append(stats)
+                total.update(stats)
+            columns.append((name, total))
+    if len(files) > 1:
+        for f, stats in zip(files, per_file):
+            print(f"{f.path}: {stats[0].bytes:,} bytes, {stats[0].chars:,} characters")
+            print(report.stats_table([(name, s) for (name, _), s in zip(tokenizers, stats)]))
+            print()
+        print("all files:", end=" ")
     first = columns[0][1]
     print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
     print(report.stats_table(columns))
@@ -387,8 +418,28 @@ def _merge_log_of(folder: str, tokenizer: Tokenizer) -> MergeLog | None:
 
 def cmd_vocab(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.dir, args.special_token, args.pattern)
-    for line in report.vocab_tsv_lines(report.vocab_entries(tokenizer, _merge_log_of(args.dir, tokenizer))):
+    log = _merge_log_of(args.dir, tokenizer)
+    occurrences = None
+    if args.text:
+        quiet = True if args.quiet else None
+        files = _corpus(args.text)
+        from tqdm import tqdm
+
+        with tqdm(total=sum(f.size for f in files), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
+            occurrences = _measure_corpus(tokenizer, files, args.text_field, lambda n: bar.update(n - bar.n)).counts
+    elif args.under_trained and (log is None or log.occurrences is None):
+        raise CommandError(f"{args.dir} has no merge log with each token's occurrences (bpe train writes it); "
+                           "give --text FILE to count them on a text")
+    entries = report.vocab_entries(tokenizer, log, occurrences=occurrences, min_count=args.min_count)
+    if args.under_trained:
+        entries = report.under_trained(entries)
+    for line in report.vocab_tsv_lines(entries):
         print(line)
+
+
+def _short_name(source: str) -> str:
+    """What a page calls a tokenizer: its folder's or file's name (the path goes in the summary)."""
+    return Path(source).name or Path(source).resolve().name or source
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -401,12 +452,51 @@ def cmd_report(args: argparse.Namespace) -> None:
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
     try:
         page = report.build_report(
-            tokenizer, name=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts, progress=not args.quiet
+            tokenizer, name=_short_name(args.dir), path=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts,
+            min_count=args.min_count, progress=not args.quiet,
         )
     except report.MissingExtra as e:
         raise CommandError(str(e)) from None
     atomic_write_texts({out: page})
     print(f"wrote {out}")
+
+
+# --- serve -----------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from cs336_basics import serve
+
+    names = args.tokenizer
+    if not names:  # ours where `bpe train` puts it by default, beside GPT-2's and GPT-4's when they load
+        names = [n for n in ("out/tokenizer", "gpt2", "cl100k_base") if n != "out/tokenizer" or Path(n).is_dir()]
+    served = []
+    for name in names:
+        try:
+            tokenizer = load_tokenizer(name, args.special_token, args.pattern)
+        except (ValueError, OSError) as e:
+            if args.tokenizer:
+                raise
+            print(f"bpe: note: leaving out {name}: {e}", file=sys.stderr)
+            continue
+        log = _merge_log_of(name, tokenizer) if Path(name).is_dir() else None
+        served.append(serve.Served(_short_name(name), tokenizer, log))
+    if not served:
+        raise CommandError("no tokenizer to serve: give --tokenizer DIR (or a name such as gpt2)")
+    try:
+        server = serve.make_server(served, host=args.host, port=args.port, allow_remote=args.allow_remote,
+                                   max_bytes=args.max_bytes)
+    except OSError as e:
+        raise CommandError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    host, port = server.server_address[:2]
+    print(f"serving {', '.join(s.name for s in served)} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    print("bpe serve: stopped", flush=True)
 
 
 # --- convert ---------------------------------------------------------------------------------------
@@ -536,6 +626,9 @@ def build_parser() -> argparse.ArgumentParser:
     specials(p)
     p.add_argument("--out", default="out/tokenizer", help="output folder (default: out/tokenizer)")
     p.add_argument("--workers", type=_positive_int, help="processes for counting (default: all cores)")
+    p.add_argument("--min-count", type=_positive_int, metavar="N",
+                   help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
+                        "of all tokens, or 10 if that is more)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=cmd_train)
 
@@ -571,8 +664,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_stats)
 
-    p = sub.add_parser("vocab", help="list every token with the merge that made it and that merge's count")
-    p.add_argument("dir", metavar="DIR", help="a tokenizer folder (counts come from its merge_log.tsv, if any)")
+    min_count_help = ("a token with fewer occurrences is under-trained (default: 0.0001%% of all tokens, "
+                      "or 10 if that is more)")
+    p = sub.add_parser("vocab", help="list every token with the merge that made it, that merge's count, its "
+                                     "occurrences and whether it is under-trained")
+    p.add_argument("dir", metavar="DIR", help="a tokenizer folder (counts come from its merge_log.tsv, if any), "
+                                              "tokenizer.json, .tiktoken or a name (e.g. gpt2)")
+    p.add_argument("--under-trained", action="store_true", help="list only the under-trained tokens, fewest first")
+    p.add_argument("--min-count", type=_positive_int, metavar="N", help=min_count_help)
+    p.add_argument("--text", action="append", metavar="INPUT",
+                   help="count occurrences on this text instead of the training corpus (e.g. for a pretrained "
+                        "tokenizer); repeatable")
+    corpus_options(p, dask=False)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     specials(p)
     p.set_defaults(run=cmd_vocab)
 
@@ -582,9 +686,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="report.html", metavar="FILE.html", help="the page to write (default: report.html)")
     p.add_argument("--sample-bytes", type=_positive_int, default=1 << 20, metavar="N",
                    help="read at most N bytes of each TEXT (default: 1 MiB)")
+    p.add_argument("--min-count", type=_positive_int, metavar="N", help=min_count_help)
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_report)
+
+    p = sub.add_parser("serve", help="a local web page: type text, see it cut by several tokenizers side by side")
+    p.add_argument("--tokenizer", action="append", metavar="DIR",
+                   help="folder, tokenizer.json, .tiktoken or a name; repeat to compare (default: out/tokenizer "
+                        "if it exists, gpt2 and cl100k_base)")
+    p.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0 takes a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1, this machine only)")
+    p.add_argument("--allow-remote", action="store_true", help="allow a --host other machines can reach")
+    p.add_argument("--max-bytes", type=_positive_int, default=100_000, metavar="N",
+                   help="the longest text a request may send, in bytes (default 100000)")
+    specials(p)
+    p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("convert", help="write a tokenizer in another format")
     p.add_argument("source", metavar="SRC", help="a folder, tokenizer.json, .tiktoken file or pretrained name")

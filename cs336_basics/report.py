@@ -1,5 +1,7 @@
 """What a tokenizer learned and how well it compresses text: kinds of tokens, bytes and characters
-per token, the vocabulary with the merge behind each token, and the report page of `bpe report`.
+per token and the measures papers use (fertility, Rényi and Shannon efficiency, vocabulary use; see
+`TextStats`), the vocabulary with the merge behind each token and the tokens that would be
+under-trained (see `vocab_entries`), and the report page of `bpe report`.
 
 The page is one self-contained HTML file: styles, the small script and the plots (SVG drawn by
 matplotlib, the optional extra `report`) are all inline, so it opens anywhere without a network.
@@ -10,6 +12,7 @@ again with the merges cut at a handful of vocabulary sizes.
 import codecs
 import html
 import io
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.text.surrogates import fix_surrogates
 from cs336_basics.train.merge_log import MergeLog, compression_curve, readable_token
 
 PRETRAINED = ["gpt2", "cl100k_base", "o200k_base"]
@@ -48,14 +52,26 @@ def classify_token(token: bytes) -> str:
 # --- measuring a tokenizer on text ---------------------------------------------------------------
 
 
+RENYI_ALPHA = 2.5  # Zouhar et al. (2023) found this order of Rényi efficiency to track downstream quality best
+
+
 @dataclass
 class TextStats:
-    """How a tokenizer cuts some text: its size in bytes, characters and tokens, and kinds of tokens."""
+    """How a tokenizer cuts some text: its size in bytes, characters, tokens and whitespace-separated
+    words, how many tokens each word overlaps, how often each token occurs, and kinds of tokens.
+
+    The measures papers use are properties; see README, "Measures", for their definitions and sources.
+    """
 
     bytes: int = 0
     chars: int = 0
     tokens: int = 0
     kinds: Counter = field(default_factory=Counter)
+    words: int = 0
+    word_tokens: int = 0  # summed over words: the tokens that hold part of the word
+    split_words: int = 0  # words that two or more tokens share
+    counts: Counter = field(default_factory=Counter)  # token id -> occurrences
+    vocab_size: int = 0
 
     @property
     def bytes_per_token(self) -> float:
@@ -65,14 +81,127 @@ class TextStats:
     def chars_per_token(self) -> float:
         return self.chars / self.tokens if self.tokens else 0.0
 
+    @property
+    def fertility(self) -> float:
+        """Tokens per whitespace-separated word (a token shared by two words counts for both)."""
+        return self.word_tokens / self.words if self.words else 0.0
+
+    @property
+    def split_share(self) -> float:
+        """The share of words cut into two or more tokens."""
+        return self.split_words / self.words if self.words else 0.0
+
+    @property
+    def shannon_efficiency(self) -> float:
+        return efficiency(self.counts, self.vocab_size, 1.0)
+
+    @property
+    def renyi_efficiency(self) -> float:
+        return efficiency(self.counts, self.vocab_size, RENYI_ALPHA)
+
+    @property
+    def vocab_used(self) -> float:
+        """The share of the vocabulary that occurs at least once."""
+        return len(self.counts) / self.vocab_size if self.vocab_size else 0.0
+
+    @property
+    def half_of_tokens(self) -> int:
+        """How many of the most frequent tokens make up half of all tokens."""
+        return tokens_for_share(self.counts, 0.5)
+
     def add(self, tokenizer: Tokenizer, text: str) -> None:
         """Encode `text` and count it in."""
+        text = fix_surrogates(text)  # as encode reads them, so that bytes and word offsets agree with the ids
         ids = tokenizer.encode(text)
+        vocab = tokenizer.vocab
         self.bytes += len(text.encode("utf-8"))
         self.chars += len(text)
         self.tokens += len(ids)
-        vocab = tokenizer.vocab
+        self.vocab_size = len(vocab)
         self.kinds.update(classify_token(vocab[i]) for i in ids)
+        self.counts.update(ids)
+        per_word = tokens_per_word(text, [len(vocab[i]) for i in ids])
+        self.words += len(per_word)
+        self.word_tokens += sum(per_word)
+        self.split_words += sum(n >= 2 for n in per_word)
+
+    def update(self, other: "TextStats") -> None:
+        """Count in the text measured by `other` (with the same tokenizer)."""
+        for name in ("bytes", "chars", "tokens", "words", "word_tokens", "split_words"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.kinds.update(other.kinds)
+        self.counts.update(other.counts)
+        self.vocab_size = other.vocab_size or self.vocab_size
+
+
+def tokens_per_word(text: str, token_lengths: list[int]) -> list[int]:
+    """For each whitespace-separated word of `text` (a run of non-whitespace), how many tokens hold
+    at least one of its bytes, given the byte length of each token of `text` in order.
+
+    >>> tokens_per_word("ab cd", [2, 1, 2])   # "ab", " ", "cd"
+    [1, 1]
+    >>> tokens_per_word("ab cd", [1, 2, 2])   # "a", "b ", "cd": "b " holds part of one word only
+    [2, 1]
+    """
+    import numpy as np
+
+    ends = np.cumsum(np.asarray(token_lengths, dtype=np.int64))
+    starts, stops = [], []
+    offset, last = 0, 0  # byte offset of character `last` of text
+    for match in _WORD.finditer(text):
+        offset += len(text[last : match.start()].encode("utf-8"))
+        starts.append(offset)
+        offset += len(match.group().encode("utf-8"))
+        stops.append(offset)
+        last = match.end()
+    if not starts:
+        return []
+    # Token k spans bytes [ends[k-1], ends[k]); the first token to hold a word's bytes is the first
+    # ending after its start, the last is the first ending at or after its end.
+    first = np.searchsorted(ends, np.asarray(starts), side="right")
+    final = np.searchsorted(ends, np.asarray(stops), side="left")
+    return (final - first + 1).tolist()
+
+
+_WORD = re.compile(r"\S+")
+
+
+def efficiency(counts: Counter, vocab_size: int, alpha: float) -> float:
+    """Rényi efficiency of order `alpha` of the token distribution: its Rényi entropy divided by the
+    entropy of the uniform distribution over the vocabulary, log |V| (Zouhar et al., 2023). Order 1
+    is Shannon's entropy. 1.0 when every token of the vocabulary is equally frequent."""
+    total = sum(counts.values())
+    if not total or vocab_size < 2:
+        return 0.0
+    probs = [n / total for n in counts.values() if n]
+    if alpha == 1.0:
+        entropy = -sum(p * math.log(p) for p in probs)
+    else:
+        entropy = math.log(sum(p**alpha for p in probs)) / (1 - alpha)
+    return entropy / math.log(vocab_size)
+
+
+def tokens_for_share(counts: Counter, share: float) -> int:
+    """The fewest tokens, most frequent first, whose occurrences make up at least `share` of all."""
+    total = sum(counts.values())
+    done = 0
+    for k, n in enumerate(sorted(counts.values(), reverse=True), start=1):
+        done += n
+        if done >= share * total:
+            return k
+    return 0
+
+
+def measure_rows(columns: list[TextStats]) -> list[tuple[str, list[str]]]:
+    """The measures papers use, one row each, formatted for each column (see README, "Measures")."""
+    return [
+        ("tokens per word (fertility)", [f"{s.fertility:.2f}" for s in columns]),
+        ("words cut in 2+ tokens (%)", [f"{100 * s.split_share:.2f}" for s in columns]),
+        (f"Rényi efficiency (α = {RENYI_ALPHA})", [f"{s.renyi_efficiency:.3f}" for s in columns]),
+        ("Shannon efficiency", [f"{s.shannon_efficiency:.3f}" for s in columns]),
+        ("vocabulary used (%)", [f"{100 * s.vocab_used:.2f}" for s in columns]),
+        ("tokens making half of all", [f"{s.half_of_tokens:,}" for s in columns]),
+    ]
 
 
 def stats_table(columns: list[tuple[str, TextStats]]) -> str:
@@ -84,6 +213,7 @@ def stats_table(columns: list[tuple[str, TextStats]]) -> str:
     ]
     for kind, label in KINDS.items():
         rows.append((f"% {label}", [f"{100 * s.kinds[kind] / max(s.tokens, 1):.2f}" for _, s in columns]))
+    rows += measure_rows([s for _, s in columns])
     label_width = max(len(label) for label, _ in rows)
     widths = [max(len(name), *(len(values[i]) for _, values in rows)) for i, (name, _) in enumerate(columns)]
     lines = [" " * label_width + "".join(f"  {name:>{w}}" for (name, _), w in zip(columns, widths))]
@@ -97,7 +227,8 @@ def stats_table(columns: list[tuple[str, TextStats]]) -> str:
 
 @dataclass
 class VocabEntry:
-    """One token: its id, bytes, the merge that made it (rank and pair) and that merge's count."""
+    """One token: its id, bytes, the merge that made it (rank and pair), that merge's count, the
+    token's occurrences in the encoded training corpus (or a given text), and why it is under-trained."""
 
     id: int
     token: bytes
@@ -105,12 +236,45 @@ class VocabEntry:
     rank: int | None = None
     pair: tuple[bytes, bytes] | None = None
     count: int | None = None
+    occurrences: int | None = None
+    flags: list[str] = field(default_factory=list)
 
 
-def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[VocabEntry]:
+# Why a token is listed as under-trained (its embedding would get little or no training).
+FLAGS = {
+    "rare": "occurs fewer times than the minimum",
+    "unreachable": "does not encode back to itself",
+    "partial": "part of a UTF-8 character, never occurs",
+}
+MIN_SHARE = 1e-6  # the default minimum: 0.0001 % of all tokens, or 10 if that is more
+
+
+def default_min_count(total_tokens: int) -> int:
+    """The fewest occurrences a token needs not to count as rare: 0.0001 % of all tokens, at least 10."""
+    return max(10, math.ceil(total_tokens * MIN_SHARE))
+
+
+def vocab_entries(
+    tokenizer: Tokenizer,
+    log: MergeLog | None = None,
+    *,
+    occurrences: "dict[int, int] | None" = None,
+    min_count: int | None = None,
+) -> list[VocabEntry]:
     """Every token in id order, with the merge that made it (the first merge giving its bytes) and,
-    when its merge log is given, that merge's count."""
+    when its merge log is given, that merge's count.
+
+    Each token's occurrences come from `occurrences` (id -> count, e.g. measured on a text) or else
+    from the merge log when it records them (in the encoded training corpus). With occurrences known,
+    `flags` says why a token is under-trained (see `FLAGS`): fewer than `min_count` occurrences
+    (default: `default_min_count` of all tokens), or a part of a character that never occurs; and,
+    always, a token whose text encodes to other tokens (no text can ever produce it).
+    """
     check_merge_log(tokenizer, log)
+    if occurrences is None and log is not None and log.occurrences is not None:
+        occurrences = dict(enumerate(log.occurrences))
+    if occurrences is not None and min_count is None:
+        min_count = default_min_count(sum(occurrences.values()))
     made_by: dict[bytes, int] = {}
     for rank, (left, right) in enumerate(tokenizer.merges):
         made_by.setdefault(left + right, rank)
@@ -124,8 +288,61 @@ def vocab_entries(tokenizer: Tokenizer, log: MergeLog | None = None) -> list[Voc
         if rank is not None and not entry.special:
             entry.rank, entry.pair = rank, tokenizer.merges[rank]
             entry.count = counts[rank] if counts is not None else None
+        if not entry.special:
+            entry.flags = _flags(tokenizer, entry, occurrences, min_count)
         entries.append(entry)
     return entries
+
+
+def _flags(tokenizer: Tokenizer, entry: VocabEntry, occurrences: "dict[int, int] | None", min_count: int | None) -> list[str]:
+    flags = []
+    if occurrences is not None:
+        entry.occurrences = occurrences.get(entry.id, 0)
+        if entry.occurrences < min_count:
+            flags.append("rare")
+    try:
+        text = entry.token.decode("utf-8")
+    except UnicodeDecodeError:
+        if entry.occurrences == 0:  # not whole characters: no text has them alone, so only merges use them
+            flags.append("partial")
+    else:
+        if tokenizer.encode(text) != [entry.id]:
+            flags.append("unreachable")
+    return flags
+
+
+def token_entry(tokenizer: Tokenizer, token_id: int, log: MergeLog | None = None, *,
+                made_by: dict[bytes, int] | None = None, min_count: int | None = None) -> VocabEntry:
+    """One token's `VocabEntry` (as in `vocab_entries`, with occurrences from the merge log when it
+    records them), without going through the whole vocabulary. `made_by` (token bytes -> rank of the
+    first merge giving them) may be passed in to save building it for every call."""
+    if made_by is None:
+        made_by = {}
+        for rank, (left, right) in enumerate(tokenizer.merges):
+            made_by.setdefault(left + right, rank)
+    token = tokenizer.vocab[token_id]
+    entry = VocabEntry(token_id, token, special=token in {t.encode("utf-8") for t in tokenizer.special_tokens})
+    if entry.special:
+        return entry
+    rank = made_by.get(token)
+    if rank is not None:
+        entry.rank, entry.pair = rank, tokenizer.merges[rank]
+        entry.count = log.steps[rank][0] if log is not None else None
+    occurrences = None
+    if log is not None and log.occurrences is not None:
+        occurrences = {token_id: log.occurrences[token_id]} if token_id < len(log.occurrences) else {}
+        if min_count is None:
+            min_count = default_min_count(sum(log.occurrences))
+    entry.flags = _flags(tokenizer, entry, occurrences, min_count)
+    return entry
+
+
+def under_trained(entries: Iterable[VocabEntry]) -> list[VocabEntry]:
+    """The entries flagged as under-trained: tokens made by merges first (training made them, and
+    later merges took their occurrences), then the rest (bytes that the corpus lacks); each group
+    fewest occurrences first, then by id."""
+    flagged = [e for e in entries if e.flags]
+    return sorted(flagged, key=lambda e: (e.rank is None, e.occurrences if e.occurrences is not None else -1, e.id))
 
 
 def check_merge_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
@@ -145,15 +362,17 @@ def check_merge_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
 
 
 def vocab_tsv_lines(entries: Iterable[VocabEntry]) -> Iterable[str]:
-    """`bpe vocab` output: a header, then id, readable token, merge rank, left, right and count."""
-    yield "id\ttoken\trank\tleft\tright\tcount"
+    """`bpe vocab` output: a header, then id, readable token, merge rank, left, right, count, the
+    token's occurrences and why it is under-trained (flags joined by commas; empty if it is not)."""
+    yield "id\ttoken\trank\tleft\tright\tcount\toccurrences\tunder-trained"
     for e in entries:
         token = f"{e.token.decode('utf-8')} (special)" if e.special else readable_token(e.token)
+        tail = f"{'' if e.occurrences is None else e.occurrences}\t{','.join(e.flags)}"
         if e.pair is None:
-            yield f"{e.id}\t{token}\t\t\t\t"
+            yield f"{e.id}\t{token}\t\t\t\t\t{tail}"
         else:
             count = "" if e.count is None else e.count
-            yield f"{e.id}\t{token}\t{e.rank}\t{readable_token(e.pair[0])}\t{readable_token(e.pair[1])}\t{count}"
+            yield f"{e.id}\t{token}\t{e.rank}\t{readable_token(e.pair[0])}\t{readable_token(e.pair[1])}\t{count}\t{tail}"
 
 
 def truncated(tokenizer: Tokenizer, num_merges: int) -> Tokenizer:
@@ -174,7 +393,26 @@ def load_pretrained(name: str) -> tuple[Tokenizer | None, str]:
     try:
         return load(name), ""
     except Exception as e:  # any failure (missing files, no network) only leaves this column out
+        if _failed_download(e):
+            return None, OFFLINE.format(name=name)
         return None, f"{type(e).__name__}: {e}".splitlines()[0][:200]
+
+
+OFFLINE = ("not available offline: tiktoken downloads {name}'s rank file once; "
+           "set TIKTOKEN_CACHE_DIR to a folder that holds it")
+
+
+def _failed_download(error: BaseException) -> bool:
+    """Whether a network failure (no connection, unknown host, timeout) is among the causes of `error`:
+    tiktoken's download goes through `requests`, whose errors are OSErrors that name the host."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        names = {cls.__name__ for cls in type(error).__mro__}
+        if isinstance(error, OSError) and names & {"ConnectionError", "Timeout", "TimeoutError", "URLError"}:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 # --- the report page -----------------------------------------------------------------------------
@@ -246,18 +484,22 @@ def build_report(
     tokenizer: Tokenizer,
     *,
     name: str,
+    path: str | None = None,
     log: MergeLog | None = None,
     texts: list[HeldOut] = (),
     pretrained: list[str] = PRETRAINED,
+    min_count: int | None = None,
     num_points: int = 7,
     sample_chars: int = 1500,
     progress: bool = False,
 ) -> str:
-    """The report page for `tokenizer` (called `name`) as one self-contained HTML document.
+    """The report page for `tokenizer` (called `name`, loaded from `path`) as one self-contained HTML document.
 
     `log` is its merge log (for the training curve and merge counts), `texts` held-out text for the
     held-out curve, the comparison with the `pretrained` tokenizers and the coloured sample; the
-    held-out curve has about `num_points` vocabulary sizes. `progress` shows a progress bar on a terminal.
+    held-out curve has about `num_points` vocabulary sizes. Tokens with fewer than `min_count`
+    occurrences in the encoded training corpus (when the log records them) are listed as under-trained
+    (default: `default_min_count`). `progress` shows a progress bar on a terminal.
     Raises MissingExtra when matplotlib is not installed.
     """
     _require_matplotlib()
@@ -274,12 +516,19 @@ def build_report(
 
         bar = tqdm(total=1 + len(sizes) + len(pretrained), unit="step", desc="report", disable=None)
 
+    by_text: dict[str, list[TextStats]] = {}  # tokenizer's label -> its stats on each text
+
     def measure(tok: Tokenizer, what: str) -> TextStats:
         if bar is not None:
             bar.set_postfix_str(what, refresh=True)
         stats = TextStats()
+        each = []
         for t in texts:
-            stats.add(tok, t.text)
+            one = TextStats()
+            one.add(tok, t.text)
+            stats.update(one)
+            each.append(one)
+        by_text[what] = each
         if bar is not None:
             bar.update(1)
         return stats
@@ -312,8 +561,24 @@ def build_report(
         "curve": _curve_plot(training, held_out),
         "lengths": _length_plot(tokenizer, specials),
     }
-    return _page(tokenizer, name=name, log=log, texts=texts, ours=ours, others=others, training=training,
-                 held_out=held_out, points=[base + k for k in points], plots=plots, sample_chars=sample_chars)
+    # Occurrences in the training corpus when the merge log records them; else (a pretrained tokenizer)
+    # in the held-out text, which also lists the tokens that text happens to lack.
+    counted_on = None
+    occurrences = None
+    if log is not None and log.occurrences is not None:
+        counted_on = "the training corpus encoded with the final vocabulary"
+        min_count = default_min_count(sum(log.occurrences)) if min_count is None else min_count
+    elif texts:
+        counted_on = "the held-out text (" + ", ".join(t.name for t in texts) + ")"
+        occurrences = ours.counts
+        min_count = default_min_count(ours.tokens) if min_count is None else min_count
+    flagged = under_trained(vocab_entries(tokenizer, log, occurrences=occurrences, min_count=min_count))
+    per_text = [(label, by_text[label]) for label in ["ours"] + [n for n, s, _ in others if s is not None]
+                if label in by_text]
+    return _page(tokenizer, name=name, path=path, log=log, texts=texts, ours=ours, others=others, per_text=per_text,
+                 flagged=flagged, min_count=min_count, counted_on=counted_on,
+                 training=training, held_out=held_out, points=[base + k for k in points], plots=plots,
+                 sample_chars=sample_chars)
 
 
 def _fractions(n: int) -> list[float]:
@@ -404,17 +669,71 @@ def _code(token: bytes, limit: int = 16) -> str:
     return f"<code{title}>" + html.escape(shown).replace(" ", '<span class="sp">␣</span>') + "</code>"
 
 
+def _under_trained_html(flagged: list[VocabEntry], counted_on: str | None, min_count: int | None, shown: int = 60) -> str:
+    """The section listing under-trained tokens: those made by merges in full (up to `shown`), then a
+    count of the other ones (bytes the corpus lacks). `counted_on` says where occurrences were counted
+    (None: nowhere, so only unreachable tokens are listed)."""
+    e = html.escape
+    parts = ['<section id="under-trained"><h2>Under-trained tokens</h2>']
+    if counted_on is None:
+        parts.append('<p class="missing">The merge log does not record how often each token occurs in the encoded '
+                     "training corpus (<code>bpe train</code> writes it since the column <code>occurrences</code> "
+                     "was added), and there is no held-out text to count them on, so only unreachable tokens are "
+                     "listed.</p>")
+    merged = [x for x in flagged if x.rank is not None]
+    others = [x for x in flagged if x.rank is None]
+    rule = f"fewer than {min_count:,} occurrences in {e(counted_on)}, or " if counted_on else ""
+    parts.append(f'<p class="note">Tokens with {rule}no text that encodes to them: a model barely trains their '
+                 "embeddings (Land and Bartolo, 2024). BPE makes them when later merges take all of a token's "
+                 f'occurrences. <b id="under-trained-count" data-merged="{len(merged)}" data-others="{len(others)}">'
+                 f"{len(merged):,} made by merges</b>, and {len(others):,} single bytes.</p>")
+    if merged:
+        parts.append('<table class="merges" id="under-trained-table"><thead><tr><th>id</th><th>token</th><th>merge</th>'
+                     "<th>left</th><th>right</th><th>count at the merge</th><th>occurrences</th><th>why</th></tr></thead><tbody>")
+        for x in merged[:shown]:
+            count = "?" if x.count is None else f"{x.count:,}"
+            occ = "?" if x.occurrences is None else f"{x.occurrences:,}"
+            why = ", ".join(FLAGS[f] for f in x.flags)
+            parts.append(f'<tr data-id="{x.id}"><td>{x.id}</td><td>{_code(x.token)}</td><td>{x.rank}</td>'
+                         f"<td>{_code(x.pair[0])}</td><td>{_code(x.pair[1])}</td><td class=\"n\">{count}</td>"
+                         f'<td class="n">{occ}</td><td>{e(why)}</td></tr>')
+        parts.append("</tbody></table>")
+        if len(merged) > shown:
+            parts.append(f'<p class="note">and {len(merged) - shown:,} more: <code>bpe vocab DIR --under-trained</code> '
+                         "lists them all.</p>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _unavailable(reason: str) -> str:
+    return reason if reason.startswith("not available") else f"not available: {reason}"
+
+
+def _measures_table(rows: list[tuple[str, TextStats]], table_id: str) -> str:
+    """An HTML table of `measure_rows`, one row per (label, stats)."""
+    e = html.escape
+    measures = measure_rows([s for _, s in rows])
+    head = "".join(f"<th>{e(label)}</th>" for label, _ in measures)
+    body = "".join(
+        f"<tr><td>{e(label)}</td>" + "".join(f"<td>{values[k]}</td>" for _, values in measures) + "</tr>"
+        for k, (label, _) in enumerate(rows)
+    )
+    return f'<table class="num" id="{table_id}"><thead><tr><th>tokenizer</th>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
 def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, points, plots, sample_chars) -> str:
+def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, flagged, min_count, counted_on, training, held_out,
+          points, plots, sample_chars) -> str:
     e = html.escape
     merges = tokenizer.merges
     parts: list[str] = []
     add = parts.append
 
-    summary = [
+    summary = [("tokenizer", path)] if path and path != name else []
+    summary += [
         ("vocabulary", f"{len(tokenizer.vocab):,} tokens"),
         ("merges", f"{len(merges):,}"),
         ("special tokens", ", ".join(tokenizer.special_tokens) or "none"),
@@ -466,12 +785,24 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, poin
             + "</tr></thead><tbody>")
         for label, s, reason in [(f"{name} (this one)", ours, ""), *others]:
             if s is None:
-                add(f'<tr class="na"><td>{e(label)}</td><td colspan="7">not available: {e(reason)}</td></tr>')
+                add(f'<tr class="na"><td>{e(label)}</td><td colspan="7">{e(_unavailable(reason))}</td></tr>')
                 continue
             shares = "".join(f"<td>{100 * s.kinds[k] / max(s.tokens, 1):.1f} %</td>" for k in KINDS)
             add(f"<tr><td>{e(label)}</td><td>{s.tokens:,}</td><td>{_fmt(s.bytes_per_token)}</td>"
                 f"<td>{_fmt(s.chars_per_token)}</td>{shares}</tr>")
-        add("</tbody></table></section>")
+        add("</tbody></table>")
+        add('<h3 id="measures">The measures papers use</h3><p class="note">Fertility: tokens per whitespace-separated '
+            "word, and the share of words cut into two or more tokens (lower is better). Rényi efficiency "
+            f"(α = {RENYI_ALPHA}) and Shannon efficiency of the token distribution: its entropy over log |V| "
+            "(higher: the vocabulary is used more evenly). Vocabulary use: the share of tokens that occur, and how "
+            "many of the most frequent tokens make up half of the text. See README, \"Measures\".</p>")
+        rows = [(f"{name} (this one)", ours)] + [(label, s) for label, s, _ in others if s is not None]
+        if len(texts) > 1:
+            names_of = {"ours": f"{name} (this one)"}
+            rows += [(f"{names_of.get(label, label)} on {t.name}", one)
+                     for k, t in enumerate(texts) for label, each in per_text for one in [each[k]]]
+        add(_measures_table(rows, "measures-table"))
+        add("</section>")
 
     # The vocabulary: lengths and kinds.
     specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
@@ -502,6 +833,9 @@ def _page(tokenizer, *, name, log, texts, ours, others, training, held_out, poin
                 f'<td>{_code(left + right)}</td><td class="n">{count}</td></tr>')
         add("</tbody></table></div>")
     add("</div></section>")
+
+    # Under-trained tokens.
+    add(_under_trained_html(flagged, counted_on, min_count))
 
     # A sample of the text with token boundaries.
     if texts:

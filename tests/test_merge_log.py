@@ -150,19 +150,24 @@ def test_bpe_train_writes_the_merge_log(tmp_path, capsys):
     assert main(["train", str(path), "--vocab-size", "400", "--special-token", EOT, "--out", str(tmp_path), "--quiet"]) == 0
     assert "merge_log.tsv" in capsys.readouterr().out
     lines = (tmp_path / "merge_log.tsv").read_text(encoding="utf-8").splitlines()
-    assert lines[0].split("\t") == COLUMNS == ["rank", "id", "left", "right", "token", "count", "tokens"]
+    assert lines[0].split("\t") == COLUMNS + ["occurrences"]
+    assert COLUMNS == ["rank", "id", "left", "right", "token", "count", "tokens"]
     reference_log: list[tuple[int, int]] = []
     _, merges = reference_train_bpe(path.read_bytes().decode("utf-8"), 400, [EOT], merge_log=reference_log)
-    assert len(lines) == 2 + len(merges)
+    assert len(lines) == 2 + 256 + len(merges)
     text = path.read_bytes().decode("utf-8")
     corpus_bytes = len(text.encode()) - text.count(EOT) * len(EOT)
-    assert lines[1].split("\t") == [""] * 6 + [str(corpus_bytes)]  # the corpus before any merge
-    for rank, (line, (left, right), (count, tokens)) in enumerate(zip(lines[2:], merges, reference_log)):
+    assert lines[1].split("\t") == [""] * 6 + [str(corpus_bytes), ""]  # the corpus before any merge
+    # The bytes' rows: id, token and occurrences (checked against encoding in test_under_trained.py).
+    assert [line.split("\t")[:7] for line in lines[2:258]] == [["", str(b), "", "", readable_token(bytes([b])), "", ""]
+                                                               for b in range(256)]
+    for rank, (line, (left, right), (count, tokens)) in enumerate(zip(lines[258:], merges, reference_log)):
         expected = [str(rank), str(256 + rank), readable_token(left), readable_token(right),
                     readable_token(left + right), str(count), str(tokens)]
-        assert line.split("\t") == expected
+        assert line.split("\t")[:7] == expected
     merged = [readable_token(left + right) for left, right in merges]
-    assert read_merge_log(tmp_path / "merge_log.tsv") == MergeLog(corpus_bytes, reference_log, merged)
+    occurrences = [int(line.split("\t")[7]) for line in lines[2:]]
+    assert read_merge_log(tmp_path / "merge_log.tsv") == MergeLog(corpus_bytes, reference_log, merged, occurrences)
 
 
 @pytest.mark.parametrize(

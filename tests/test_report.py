@@ -40,8 +40,8 @@ def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
     folder, tokenizer = trained
     assert main(["vocab", str(folder)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split("\t") == ["id", "token", "rank", "left", "right", "count"]
-    rows = [line.split("\t") for line in lines[1:]]
+    assert lines[0].split("\t") == ["id", "token", "rank", "left", "right", "count", "occurrences", "under-trained"]
+    rows = [line.split("\t")[:6] for line in lines[1:]]  # occurrences: see test_under_trained.py
     assert [int(r[0]) for r in rows] == sorted(tokenizer.vocab) == list(range(500))
     reference_log: list[tuple[int, int]] = []
     _, merges = reference_train_bpe((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"), 500, [EOT],
@@ -261,7 +261,7 @@ def test_report_bad_input_is_one_line(trained, tmp_path, capsys):
         assert main(command) == 1
         assert f"{bad / 'merge_log.tsv'}: this merge log has 242 merges and the tokenizer 243" in one_error_line(capsys)
     # Same length, another merge: the token column gives it away.
-    lines[100] = lines[100].replace("\t", "\tx", 4)
+    lines[100 + 256] = lines[100 + 256].replace("\t", "\tx", 4)  # after the 256 rows of the bytes
     (bad / "merge_log.tsv").write_text("".join(lines), encoding="utf-8")
     assert main(["vocab", str(bad)]) == 1
     assert "at rank 98 where the tokenizer makes" in one_error_line(capsys)

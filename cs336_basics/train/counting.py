@@ -358,3 +358,20 @@ def default_piece_size(total_bytes: int, num_workers: int, *, local: bool) -> in
         return min(max(per_worker // 8, 1 << 20), 1 << 30, max(per_worker, 1))
     return max(min(per_worker // 4, 1 << 30), 1 << 20)
 
+
+
+def byte_counts(word_counts: dict[bytes, int]) -> list[int]:
+    """How often each byte value occurs in the corpus that these pre-token counts describe (each
+    pre-token's bytes weighed by its count): the start from which the merge log gives every
+    token's final count (see `merge_log.token_occurrences`)."""
+    import numpy as np
+
+    totals = np.zeros(256, dtype=np.int64)
+    items = iter(word_counts.items())
+    while batch := list(islice(items, 1 << 16)):  # a batch at a time keeps the arrays small
+        words = [w for w, _ in batch]
+        data = np.frombuffer(b"".join(words), dtype=np.uint8)
+        weights = np.repeat(np.array([n for _, n in batch], dtype=np.int64), [len(w) for w in words])
+        # bincount adds float weights; per byte value and batch the sums stay far below 2**53
+        totals += np.bincount(data, weights=weights, minlength=256).astype(np.int64)
+    return totals.tolist()

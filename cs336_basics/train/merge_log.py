@@ -7,6 +7,13 @@ vocabulary size is the corpus length in bytes (the length before any merge) divi
 except where occurrences overlap (`aaa` holds `(a, a)` twice but becomes `aa a`): the trainer measures
 the real fall (see `merge.train_merges`).
 
+The same fact gives each token's occurrences in the training corpus encoded with the final
+vocabulary, again without encoding anything: a merge of (a, b) into c that joins n places takes n
+occurrences from a and from b and gives n to c, so starting from the corpus's byte counts and
+playing the merges forward leaves the final counts (encoding applies merges lowest rank first, which
+cuts each pre-token exactly as training did). A token whose count falls to (near) zero was absorbed
+by longer tokens made later: a model's embedding for it would barely be trained.
+
 `readable_token` is the one place that decides how a token's bytes are shown to people: here, in
 `bpe inspect`, `bpe vocab` and the report.
 """
@@ -16,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 COLUMNS = ["rank", "id", "left", "right", "token", "count", "tokens"]
+# Files written since the occurrences were added; files with COLUMNS alone are still read.
+OCCURRENCE_COLUMNS = COLUMNS + ["occurrences"]
 
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -56,22 +65,59 @@ class MergeLog:
     corpus_bytes: int
     steps: list[tuple[int, int]]
     merged: list[str] | None = None  # each merge's new token as `readable_token` shows it, when read from a file
+    # Each token's occurrences (by id: the 256 bytes, then one per merge) in the training corpus encoded
+    # with the final vocabulary (see `token_occurrences`); None in files written before they were recorded.
+    occurrences: list[int] | None = None
+
+
+def token_occurrences(byte_counts: list[int], merges: list[tuple[bytes, bytes]], log: MergeLog) -> list[int]:
+    """How often each token (by id: bytes 0-255, then 256 + rank) occurs in the training corpus encoded
+    with all the merges, from the corpus's byte counts (special tokens left out, as in the log) and
+    the places each merge joined (the fall of `tokens` in the log)."""
+    if len(byte_counts) != 256 or sum(byte_counts) != log.corpus_bytes:
+        raise ValueError("the byte counts do not add up to the corpus length of the merge log")
+    if len(log.steps) != len(merges):
+        raise ValueError(f"the merge log has {len(log.steps)} entries for {len(merges)} merges")
+    counts = list(byte_counts) + [0] * len(merges)
+    ids = {bytes([b]): b for b in range(256)}
+    before = log.corpus_bytes
+    for rank, ((left, right), (_, tokens)) in enumerate(zip(merges, log.steps)):
+        joined = before - tokens
+        before = tokens
+        counts[ids[left]] -= joined
+        counts[ids[right]] -= joined  # twice from the same token when left == right: "aa" uses two a's
+        counts[256 + rank] = joined
+        ids[left + right] = 256 + rank
+    return counts
 
 
 def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
     """The text of `merge_log.tsv`: a header row; a row for the corpus before any merge, whose only
-    field is `tokens` (its length in bytes); then one row per merge (ranks from 0, ids from 256)."""
+    field is `tokens` (its length in bytes); then one row per merge (ranks from 0, ids from 256).
+
+    With `log.occurrences`, a last column `occurrences` holds each token's count in the encoded
+    training corpus, and 256 rows for the bytes (id and token only) come before the merges."""
     if len(log.steps) != len(merges):
         raise ValueError(f"the merge log has {len(log.steps)} entries for {len(merges)} merges")
-    lines = ["\t".join(COLUMNS), "\t" * (len(COLUMNS) - 1) + str(log.corpus_bytes)]
+    occurrences = log.occurrences
+    columns = COLUMNS if occurrences is None else OCCURRENCE_COLUMNS
+    if occurrences is not None and len(occurrences) != 256 + len(merges):
+        raise ValueError(f"the merge log has {len(occurrences)} occurrence counts for {256 + len(merges)} tokens")
+    start = [""] * len(columns)
+    start[6] = str(log.corpus_bytes)
+    lines = ["\t".join(columns), "\t".join(start)]
+    if occurrences is not None:
+        lines += [f"\t{b}\t\t\t{readable_token(bytes([b]))}\t\t\t{occurrences[b]}" for b in range(256)]
     for rank, ((left, right), (count, tokens)) in enumerate(zip(merges, log.steps)):
         row = [rank, 256 + rank, readable_token(left), readable_token(right), readable_token(left + right), count, tokens]
+        if occurrences is not None:
+            row.append(occurrences[256 + rank])
         lines.append("\t".join(map(str, row)))
     return "\n".join(lines) + "\n"
 
 
 def read_merge_log(path: str | os.PathLike) -> MergeLog:
-    """The merge log in a `merge_log.tsv` (see `merge_log_tsv`).
+    """The merge log in a `merge_log.tsv` (see `merge_log_tsv`), with or without the occurrences.
 
     Raises ValueError naming the file and line when it is not such a file.
     """
@@ -80,26 +126,44 @@ def read_merge_log(path: str | os.PathLike) -> MergeLog:
         lines = f.read().split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if not lines or lines[0].split("\t") != COLUMNS:
-        raise ValueError(f"{path}, line 1: expected the header {' '.join(COLUMNS)!r}")
+    header = lines[0].split("\t") if lines else []
+    if header not in (COLUMNS, OCCURRENCE_COLUMNS):
+        raise ValueError(f"{path}, line 1: expected the header {' '.join(COLUMNS)!r} (and maybe 'occurrences')")
+    width = len(header)
     start = lines[1].split("\t") if len(lines) > 1 else []
-    if len(start) != len(COLUMNS) or any(start[:-1]) or not start[-1].isdigit():
+    if len(start) != width or any(start[:6] + start[7:]) or not start[6].isdigit():
         raise ValueError(f"{path}, line 2: expected the corpus length before any merge, in the tokens column alone")
+    occurrences: list[int] | None = None
+    first_merge = 2
+    if width == len(OCCURRENCE_COLUMNS):
+        occurrences = []
+        for n, line in enumerate(lines[2:258], start=3):
+            fields = line.split("\t")
+            if len(fields) != width or fields[1] != str(n - 3) or not fields[7].isdigit() or any(fields[2:4] + fields[5:7]):
+                raise ValueError(f"{path}, line {n}: expected the row of byte {n - 3} (its id, token and occurrences); "
+                                 f"got {line[:80]!r}")
+            occurrences.append(int(fields[7]))
+        if len(occurrences) != 256:
+            raise ValueError(f"{path}, line {len(lines) + 1}: expected the rows of the 256 bytes")
+        first_merge = 258
     log, merged = [], []
-    for n, line in enumerate(lines[2:], start=3):
+    for n, line in enumerate(lines[first_merge:], start=first_merge + 1):
         fields = line.split("\t")
         try:
-            if len(fields) != len(COLUMNS):
+            if len(fields) != width:
                 raise ValueError
             rank, count, tokens = int(fields[0]), int(fields[5]), int(fields[6])
+            if occurrences is not None:
+                occurrences.append(int(fields[7]))
         except ValueError:
-            raise ValueError(f"{path}, line {n}: expected {len(COLUMNS)} tab-separated fields, rank, count "
-                             f"and tokens whole numbers; got {line[:80]!r}") from None
+            raise ValueError(f"{path}, line {n}: expected {width} tab-separated fields, rank, count, tokens"
+                             f"{' and occurrences' if occurrences is not None else ''} whole numbers; "
+                             f"got {line[:80]!r}") from None
         if rank != len(log):
             raise ValueError(f"{path}, line {n}: rank {rank} where {len(log)} was expected")
         log.append((count, tokens))
         merged.append(fields[4])
-    return MergeLog(int(start[-1]), log, merged)
+    return MergeLog(int(start[6]), log, merged, occurrences)
 
 
 def compression_curve(log: MergeLog, *, base_vocab_size: int = 256) -> list[tuple[int, float]]:
