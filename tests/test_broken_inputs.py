@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main as bpe_main
@@ -188,6 +190,36 @@ def test_a_truncated_compressed_shard_is_named(tmp_path, capsys, tokenizer, ext,
     # The control: the whole file reads as the text it holds.
     (folder / f"b.{kind}.{ext}").write_bytes(whole)
     train_bpe(folder, VOCAB, [EOT], num_workers=1)
+
+
+@settings(max_examples=int(os.environ.get("BPE_FUZZ_EXAMPLES", 40)), deadline=None)
+@given(ext=st.sampled_from(sorted(COMPRESSORS)), kind=st.sampled_from(["txt", "jsonl"]), cut=st.floats(0, 1),
+       flip=st.booleans())  # fmt: skip
+def test_any_cut_or_flipped_byte_in_a_compressed_file_is_named_or_harmless(tmp_path_factory, ext, kind, cut, flip):
+    """Cut a compressed file anywhere, or flip one of its bytes: reading it either gives exactly the
+    text it held (a flip the format cannot see) or raises an error naming the file, never less text."""
+    docs = DOCS[:12]
+    text = "\n".join(json.dumps({"text": d}) for d in docs) + "\n" if kind == "jsonl" else EOT.join(docs)
+    if ext == "zst":  # with its checksum, as the zstd command writes it: without one, a flip can pass
+        whole = __import__("zstandard").ZstdCompressor(write_checksum=True).compress(text.encode("utf-8"))
+    else:
+        whole = COMPRESSORS[ext](text.encode("utf-8"))
+    at = min(int(cut * len(whole)), len(whole) - 1)
+    damaged = bytearray(whole)
+    if flip:
+        damaged[at] ^= 0x5A
+    else:
+        del damaged[max(at, 1) :]
+    path = tmp_path_factory.mktemp("cut") / f"corpus.{kind}.{ext}"
+    path.write_bytes(bytes(damaged))
+    units = sources.plan_units(sources.resolve(path), piece_size=1 << 20, special_tokens=[EOT])
+    try:
+        read = [t for unit in units for _, t, starts in sources.read_unit(unit, block_size=256) if t or starts]
+    except ValueError as e:
+        assert str(path) in str(e)
+        return
+    assert flip, "a cut file was read without an error"
+    assert read == docs if kind == "jsonl" else "".join(read) == text
 
 
 def test_a_gzip_shard_with_a_bad_checksum_is_named(tmp_path):
