@@ -341,6 +341,19 @@ def test_an_added_token_missing_from_the_model_gets_tokenizers_id_or_is_refused(
     assert ours.encode(sample) == theirs.encode(sample).ids
 
 
+def test_special_tokens_outside_the_byte_table_survive_save_pretrained(tmp_path, tokenizer):
+    tokenizers = pytest.importorskip("tokenizers")
+    specials = ["<| end |>", EOT, "é!", "«中文»", " \n\t"]  # the first joins documents: it must stay first
+    assert not {s.encode() for s in specials} - {EOT.encode()} & set(tokenizer.vocab.values())
+    ours = Tokenizer(tokenizer.vocab, tokenizer.merges, specials)
+    ours.save_pretrained(tmp_path)
+    loaded = Tokenizer.from_pretrained(tmp_path)
+    assert loaded.special_tokens == specials and loaded.vocab == ours.vocab
+    text = "".join(f"{doc}{specials[i % len(specials)]}" for i, doc in enumerate(DOCS[:20]))
+    assert loaded.encode(text) == ours.encode(text)
+    assert tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text).ids == ours.encode(text)
+
+
 # --- 6. SIGTERM is Ctrl-C; a failed or killed `bpe train` leaves no empty folder ---------------------
 
 

@@ -97,6 +97,9 @@ def tokenizer_json(
                 "rename the special token"
             )
         model_vocab[key] = token_id
+    # In the order given, which a reader takes as theirs (the first joins documents): their ids come
+    # from model.vocab, so the order changes none.
+    added.sort(key=lambda entry: special_tokens.index(entry["content"]))
     document = {
         "version": "1.0",
         "truncation": None,
@@ -231,12 +234,18 @@ def parse_tokenizer_json(
     raw_vocab = model.get("vocab")
     if not isinstance(raw_vocab, dict):
         raise ValueError(f"{source}: model.vocab must be an object mapping token to id")
+    added = document.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise ValueError(f"{source}: added_tokens must be a list")
+    # A key that is an added token's text stands for that text (`tokenizers` matches added tokens
+    # first, and decodes them as their text), as we write special tokens: not through the byte table.
+    added_texts = {entry.get("content") for entry in added if isinstance(entry, dict)}
     vocab: dict[int, bytes] = {}
     ids: dict[bytes, int] = {}
     for key, token_id in raw_vocab.items():
         if type(token_id) is not int or token_id < 0:
             raise ValueError(f"{source}: token {key!r} has id {token_id!r}; ids must be non-negative integers")
-        token = text_to_token(key)
+        token = key.encode("utf-8") if key in added_texts else text_to_token(key)
         if token == b"":
             raise ValueError(f"{source}: model.vocab holds an empty token (id {token_id}); every token needs a byte")
         if token is None:
@@ -249,9 +258,6 @@ def parse_tokenizer_json(
         ids[token] = token_id
 
     special_tokens: list[str] = []
-    added = document.get("added_tokens") or []
-    if not isinstance(added, list):
-        raise ValueError(f"{source}: added_tokens must be a list")
     # `tokenizers` does not take an added token's id from the file: it gives the token the id of
     # its spelling in model.vocab, or else the next id after model.vocab and the added tokens before
     # it. A file whose ids differ from those is refused, so that ours are always `tokenizers`' ids.
