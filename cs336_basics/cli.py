@@ -283,7 +283,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
     _writable_dir(out.parent)
     if out.is_dir():
         raise CommandError(f"--out {out} is a folder; name the .npy file to write")
-    sources.refuse_output_among_inputs(out, files)
+    _refuse_outputs_among([out], files)
     _watch_outputs(out)
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
@@ -577,10 +577,11 @@ def _main(argv: list[str] | None) -> int:
         return 2
     except KeyboardInterrupt as e:
         return _interrupted(e)
-    except patterns.PatternTimeout as e:  # the regex came from the tokenizer's files, or from --pattern
-        origin = getattr(args, "tokenizer", None) or getattr(args, "dir", None) or getattr(args, "source", None)
-        origin = origin if isinstance(origin, str) or origin is None else ", ".join(origin)
-        print(f"bpe: {f'the pattern of {origin}: ' if origin and not args.pattern else ''}{e}", file=sys.stderr)
+    except patterns.PatternTimeout as e:  # a regex from the tokenizer's files (or --pattern) ran too long
+        source = getattr(args, "tokenizer", None) or getattr(args, "dir", None) or getattr(args, "source", None)
+        if source and not args.pattern:
+            e = f"the pattern of {source if isinstance(source, str) else ', '.join(source)}: {e}"
+        print(f"bpe: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
