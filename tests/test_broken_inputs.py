@@ -222,6 +222,25 @@ def test_any_cut_or_flipped_byte_in_a_compressed_file_is_named_or_harmless(tmp_p
     assert read == docs if kind == "jsonl" else "".join(read) == text
 
 
+def test_damage_in_a_file_behind_a_url_is_named_by_its_url(tmp_path, tokenizer):
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    whole = gzip.compress(TEXT.encode("utf-8"))
+    with fs.open("/broken/a.txt.gz", "wb") as f:
+        f.write(whole[:-20])
+    with pytest.raises(ValueError, match="memory:///?broken/a.txt.gz: damaged gzip"):
+        tokenizer.encode_file("memory://broken/", tmp_path / "ids.npy", num_workers=1)
+    with fs.open("/broken/a.txt.gz", "wb") as f:
+        f.write(whole)
+    units = sources.plan_units(sources.resolve("memory://broken/"), piece_size=1 << 20)
+    with fs.open("/broken/a.txt.gz", "wb") as f:
+        f.write(whole + whole)
+    with pytest.raises(ValueError, match="memory:///?broken/a.txt.gz: the file changed"):
+        list(sources.read_unit(units[0]))
+    fs.rm("/broken", recursive=True)
+    assert not (tmp_path / "ids.npy").exists()
+
+
 def test_a_gzip_shard_with_a_bad_checksum_is_named(tmp_path):
     data = bytearray(gzip.compress(TEXT.encode("utf-8")))
     data[-6] ^= 0xFF  # the CRC-32 in the trailer
