@@ -440,6 +440,7 @@ class Tokenizer:
         from cs336_basics.encode.token_arrays import encode_files
 
         files = sources.resolve(input_paths)
+        sources.refuse_output_among_inputs(output_path, files)  # before planning: an empty file has no units
         if num_workers is None:
             num_workers = default_num_workers(sum(f.size for f in files))
         units = sources.plan_units(
@@ -460,6 +461,8 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The exact bytes of a sequence of ids (see `decode`)."""
+        if getattr(ids, "ndim", None) == 0:
+            raise ValueError(f"decode takes a sequence of ids, got a 0-d array ({ids!r}); for one id write [token_id]")
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         try:
             if ids and min(ids) < 0:

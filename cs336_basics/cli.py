@@ -20,15 +20,17 @@ a Dask cluster.
 --tokenizer takes a folder, a tokenizer.json, a .tiktoken file, or a pretrained name (gpt2,
 r50k_base, p50k_base, cl100k_base, o200k_base; read through tiktoken).
 
-Bad input ends the command with one line on stderr and a non-zero exit status; Ctrl-C leaves no
-partly written output.
+Bad input ends the command with one line on stderr and a non-zero exit status; Ctrl-C and SIGTERM
+leave no partly written output (and no temporary file) and exit with 130 and 143.
 """
 
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -52,6 +54,11 @@ class CommandError(Exception):
 
 class UsageError(Exception):
     """Words on the command line that do not parse (exit status 2)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (sent by `kill`, systemd, Slurm, Kubernetes), raised where the command is, so that it
+    cleans up exactly as after Ctrl-C: temporary files removed, workers stopped, no output half-made."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -101,10 +108,16 @@ def _positive_int(text: str) -> int:
 
 
 def _writable_dir(path: Path) -> Path:
-    """Create `path` if needed and check that files can be created in it."""
+    """Check that `path` is a folder, or can be made one, where files can be created. Nothing is
+    created: the writers make the folder when they write (see `gpt2.folders_for`), so a run that
+    fails or is killed before then leaves no empty folder."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as e:
         raise CommandError(f"cannot write to the output folder {path}: {e.strerror or e}") from None
@@ -190,7 +203,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     files = _corpus(inputs)
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     out = _writable_dir(Path(args.out))
-    _watch_outputs(out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv")
+    outputs = [out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv"]
+    _refuse_outputs_among(outputs, files)
+    _watch_outputs(*outputs)
     stats: dict = {}
     log: list[tuple[int, int]] = []
     started = time.perf_counter()
@@ -290,6 +305,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
     _writable_dir(out.parent)
     if out.is_dir():
         raise CommandError(f"--out {out} is a folder; name the .npy file to write")
+    _refuse_outputs_among([out], files)
     _watch_outputs(out)
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
@@ -447,6 +463,7 @@ def cmd_report(args: argparse.Namespace) -> None:
     _writable_dir(out.parent)
     if out.is_dir():
         raise CommandError(f"--out {out} is a folder; name the .html file to write")
+    _refuse_outputs_among([out], [*args.texts, *_tokenizer_files(args.dir)])
     _watch_outputs(out)
     tokenizer = load_tokenizer(args.dir, args.special_token, args.pattern)
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
@@ -502,10 +519,24 @@ def cmd_serve(args: argparse.Namespace) -> None:
 # --- convert ---------------------------------------------------------------------------------------
 
 
+def _tokenizer_files(source: str) -> list[Path]:
+    """The files a `--tokenizer` (or convert's SRC) reads: none for a pretrained name."""
+    path = Path(source)
+    names = ("tokenizer.json", "vocab.json", "merges.txt", "merge_log.tsv")
+    return [path / n for n in names if (path / n).is_file()] if path.is_dir() else [path] if path.is_file() else []
+
+
+def _refuse_outputs_among(outputs: list[Path], inputs: list) -> None:
+    for path in outputs:
+        sources.refuse_output_among_inputs(path, inputs)
+
+
 def cmd_convert(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.source, args.special_token, args.pattern)
     pattern = tokenizer.pattern
     out = Path(args.out)
+    names = {"tiktoken": [], "hf": ["vocab.json", "merges.txt", "tokenizer.json"], "gpt2": ["vocab.json", "merges.txt"]}
+    _refuse_outputs_among([out / n for n in names[args.to]] or [out], _tokenizer_files(args.source))
     if args.to == "tiktoken":
         if out.is_dir():
             raise CommandError(f"--out {out} is a folder; name the .tiktoken file to write")
@@ -741,43 +772,78 @@ def add_dataset_commands(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _outputs.clear()
+    with _sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.run(args)
     except UsageError as e:
         print(e, file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return _interrupted()
+    except KeyboardInterrupt as e:
+        return _interrupted(e)
+    except patterns.PatternTimeout as e:  # a regex from the tokenizer's files (or --pattern) ran too long
+        source = getattr(args, "tokenizer", None) or getattr(args, "dir", None) or getattr(args, "source", None)
+        if source and not args.pattern:
+            e = f"the pattern of {source if isinstance(source, str) else ', '.join(source)}: {e}"
+        print(f"bpe: {e}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (CommandError, ValueError, OSError, ImportError, executors.WorkerError) as e:
         if isinstance(e, ImportError) and _caused_by_interrupt(e):
-            return _interrupted()  # Ctrl-C during an import (numpy reports it as an ImportError)
+            return _interrupted(_caused_by_interrupt(e))  # Ctrl-C during an import (numpy reports it as an ImportError)
         print(f"bpe: {e}", file=sys.stderr)
         return 1
     return 0
 
 
-def _interrupted() -> int:
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While the command runs, SIGTERM raises `Terminated` in this process. Forked workers inherit
+    the handler: there it restores the default and ends the worker, as SIGTERM would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (and only it receives signals)
+        return
+    main_pid = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != main_pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(error: BaseException | None = None) -> int:
+    what, status = ("terminated (SIGTERM)", 143) if isinstance(error, Terminated) else ("interrupted", 130)
     written = _changed_outputs()
     if written:
-        print(f"bpe: interrupted after the output was complete: {', '.join(map(str, written))}", file=sys.stderr)
+        print(f"bpe: {what} after the output was complete: {', '.join(map(str, written))}", file=sys.stderr)
     else:
-        print("bpe: interrupted; no output was written", file=sys.stderr)
-    return 130
+        print(f"bpe: {what}; no output was written", file=sys.stderr)
+    return status
 
 
-def _caused_by_interrupt(error: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is among the exceptions that led to `error`."""
+def _caused_by_interrupt(error: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (or `Terminated`) among the exceptions that led to `error`, if any."""
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, KeyboardInterrupt):
-            return True
+            return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__
-    return False
+    return None
 
 
 if __name__ == "__main__":

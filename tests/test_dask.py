@@ -4,13 +4,15 @@ that dies or a file that goes must end the run with a clear error and no output.
 
 import importlib.util
 import os
+import socket
+import time
 
 import numpy as np
 import pytest
 
 from cs336_basics.bpe import train_bpe
 from cs336_basics.cli import main
-from cs336_basics.corpora.executors import WorkerError
+from cs336_basics.corpora.executors import WorkerError, dask_executor
 from tests.test_sources import DOCS, EOT, VOCAB, TEXT, WRITERS, FaultyExecutor, write_jsonl
 
 # Imported in the fixture, not here: importing distributed takes seconds, which every collection of
@@ -106,3 +108,15 @@ def test_a_worker_that_dies_on_the_cluster(client, tmp_path, shards, local_resul
             shards, out, executor=FaultyExecutor(client.get_executor(), 2, kill=True), piece_size=300
         )
     assert not out.exists()
+
+
+def test_a_closed_port_is_refused_at_once():
+    """Dask retries a refused connection until its connect timeout (30 s); nothing listens there, so say so."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.perf_counter()
+    with pytest.raises(WorkerError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
+        with dask_executor(f"tcp://127.0.0.1:{port}"):
+            pass
+    assert time.perf_counter() - started < 10

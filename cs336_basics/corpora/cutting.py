@@ -80,7 +80,11 @@ def find_safe_cut(
 def read_text(f, path, start: int, end: int) -> str:
     """Decode bytes [start, end) of the open file as UTF-8, naming the offset of any bad byte."""
     f.seek(start)
-    return decode_utf8(f.read(end - start), path, start)
+    data = f.read(end - start)
+    if len(data) != end - start:
+        raise ValueError(f"{path}: the file ended at byte {start + len(data):,}, before the expected {end:,}: "
+                         "did it change while being read?")
+    return decode_utf8(data, path, start)
 
 
 def decode_utf8(data: bytes, path, offset: int, where: str = "") -> str:

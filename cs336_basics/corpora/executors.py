@@ -10,6 +10,7 @@ that has gone) come through as they were raised.
 import concurrent.futures
 import contextlib
 import multiprocessing
+import socket
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -130,6 +131,9 @@ def dask_executor(address: str, *, timeout: float | None = None):
     except ImportError:
         raise ImportError("--dask-scheduler needs the optional dependency 'dask': "
                           "pip install 'cs336-basics[dask]'") from None
+    refused = _connection_refused(address)
+    if refused is not None:
+        raise WorkerError(f"cannot reach the Dask scheduler at {address}: {refused.strerror or refused}")
     try:
         options = {} if timeout is None else {"timeout": timeout}
         client = Client(address, set_as_default=False, **options)
@@ -139,3 +143,20 @@ def dask_executor(address: str, *, timeout: float | None = None):
         yield client.get_executor()
     finally:
         client.close()
+
+
+def _connection_refused(address: str) -> OSError | None:
+    """The error of a TCP address where nothing listens: known at once, where Dask would retry
+    until its connect timeout (30 s by default). None when the address answers, is not TCP, or
+    fails in another way (left to Dask to judge)."""
+    scheme, _, rest = address.rpartition("://")
+    host, _, port = rest.rpartition(":")
+    if scheme not in ("", "tcp") or not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except ConnectionRefusedError as e:
+        return e
+    except OSError:
+        return None
+    return None

@@ -24,6 +24,12 @@ corpus:
 - a Parquet file is cut between row groups;
 - a compressed file is one unit: it cannot be seeked, and splitting it would need someone to
   decompress it all first. Corpora that come compressed usually come as many shards, one unit each.
+
+Damage is named where it is read: a bad record by its file and line or row, a compressed file that
+is cut short or corrupt by its file and how far it was read (zstandard's own reader ends silently
+at a cut: ours does not), and a file whose size changed since the plan was made by its file and
+both sizes. `refuse_output_among_inputs` is the check every writer makes before it starts, so that
+no output is ever written in place of an input.
 """
 
 import bz2
@@ -33,6 +39,7 @@ import io
 import json
 import lzma
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +89,7 @@ class WorkUnit:
     text_field: str = DEFAULT_TEXT_FIELD
     special_tokens: tuple[str, ...] = ()
     pattern: str = "gpt2"
+    file_size: int | None = None  # the whole file's size when planned: a reader refuses a file that changed
 
 
 # --- from an input spec to files ---------------------------------------------------------------------
@@ -97,6 +105,43 @@ def describe(spec) -> str:
         return str(spec)
     items = [str(s) for s in spec]
     return items[0] if len(items) == 1 else f"{items[0]} and {len(items) - 1} more"
+
+
+def refuse_output_among_inputs(output: str | os.PathLike, inputs) -> None:
+    """Raise ValueError, naming both paths, when writing `output` would put it in place of an input:
+    `output` is one of the input files (the same path, or the same file through a link), or a folder
+    that holds one. `inputs` are `Source`s, `WorkUnit`s or paths; URLs are compared as written.
+
+    Every writer calls this before it starts (`encode_files`, `bpe encode`, `bpe train`), so that
+    `bpe encode X.txt --out X.txt` is refused instead of replacing the corpus with its token array.
+    """
+    output = os.fspath(output)
+    out_real = output if is_url(output) else os.path.realpath(output)
+    seen = set()
+    for item in inputs:
+        path = os.fspath(getattr(item, "path", item))
+        if path in seen:
+            continue
+        seen.add(path)
+        if is_url(path) or is_url(output):
+            same, inside = path == output, path.startswith(output.rstrip("/") + "/")
+        else:
+            real = os.path.realpath(path)
+            same = real == out_real or _same_file(path, output)
+            inside = real.startswith(out_real.rstrip(os.sep) + os.sep)
+        if same:
+            raise ValueError(f"the output {output} is the input {path}: writing it would destroy the input; "
+                             "name another output")
+        if inside:
+            raise ValueError(f"the output {output} holds the input {path}: writing it could destroy the input; "
+                             "name an output outside the inputs")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
 
 
 def _format_of(name: str, *, explicit: bool) -> tuple[str, str | None] | None:
@@ -210,19 +255,83 @@ def open_binary(path: str):
 
 
 def _decompressed(f, compression: str | None, path: str):
+    """The decompressed stream of `f`, whose reads raise ValueError naming `path` and how far it got
+    when the data is damaged or cut short (see `_Decompressed`)."""
     if compression is None:
         return f
     if compression == "gzip":
-        return gzip.GzipFile(fileobj=f, mode="rb")
-    if compression == "bz2":
-        return bz2.BZ2File(f, mode="rb")
-    if compression == "xz":
-        return lzma.LZMAFile(f, mode="rb")
-    try:
-        import zstandard
-    except ImportError:
-        raise missing_extra("zstd", f"reading {path}") from None
-    return zstandard.ZstdDecompressor().stream_reader(f)
+        stream = gzip.GzipFile(fileobj=f, mode="rb")
+    elif compression == "bz2":
+        stream = bz2.BZ2File(f, mode="rb")
+    elif compression == "xz":
+        stream = lzma.LZMAFile(f, mode="rb")
+    else:
+        stream = _ZstdFrames(f, path)
+    return _Decompressed(stream, path, compression)
+
+
+class _Decompressed:
+    """A decompressed stream whose errors name the file: the standard library's readers raise a bare
+    `EOFError` for a file cut short and `OSError`s without the file's name for corrupt data."""
+
+    def __init__(self, stream, path: str, compression: str):
+        self.stream, self.path, self.compression = stream, path, compression
+        self.done = 0  # bytes of decompressed data read so far
+
+    def read(self, n: int) -> bytes:
+        try:
+            data = self.stream.read(n)
+        except (EOFError, OSError, zlib.error, lzma.LZMAError, _ZstdFrames.Error) as e:
+            raise ValueError(
+                f"{self.path}: damaged {self.compression} data after {self.done:,} bytes of decompressed "
+                f"text ({e or type(e).__name__}); the file is cut short or corrupt"
+            ) from None
+        self.done += len(data)
+        return data
+
+
+# Compressed bytes handed to zstd at a time: a small input bounds what one call can produce
+# (each block of a few bytes may stand for 128 KiB).
+_ZSTD_INPUT = 1 << 10
+
+
+class _ZstdFrames:
+    """The frames of a `.zst` file decompressed one after another, through `zstandard`'s decompressor
+    objects, which say whether a frame is complete (its stream reader stops silently at a cut)."""
+
+    class Error(Exception):
+        pass
+
+    def __init__(self, raw, path: str):
+        try:
+            import zstandard
+        except ImportError:
+            raise missing_extra("zstd", f"reading {path}") from None
+        self.raw = raw
+        self.new = zstandard.ZstdDecompressor().decompressobj
+        self.zstd_error = zstandard.ZstdError
+        self.frame = None  # the decompressor of the frame being read, if one is open
+        self.pending = bytearray()
+
+    def read(self, n: int) -> bytes:
+        while len(self.pending) < n:
+            rest = b""
+            if self.frame is not None and self.frame.eof:
+                rest, self.frame = self.frame.unused_data, None
+            chunk = rest or self.raw.read(_ZSTD_INPUT)
+            if not chunk:
+                if self.frame is not None:
+                    raise self.Error("the file ends inside a zstd frame")
+                break
+            if self.frame is None:
+                self.frame = self.new()
+            try:
+                self.pending += self.frame.decompress(chunk)
+            except self.zstd_error as e:
+                raise self.Error(str(e)) from None
+        data = bytes(self.pending[:n])
+        del self.pending[:n]
+        return data
 
 
 def _parquet():
@@ -252,8 +361,10 @@ def plan_units(
     specials = tuple(special_tokens)
     units: list[WorkUnit] = []
     for source in sources:
-        common = dict(text_field=text_field, special_tokens=specials, pattern=pattern)
+        common = dict(text_field=text_field, special_tokens=specials, pattern=pattern, file_size=source.size)
         if source.size == 0:
+            if source.format == "txt" and source.compression is None:  # a file is a document, even empty
+                units.append(WorkUnit(source.path, "txt", None, 0, 0, 0, True, **common))
             continue
         if source.compression is not None:
             units.append(WorkUnit(source.path, source.format, source.compression, 0, source.size, source.size,
@@ -355,6 +466,7 @@ def read_unit(unit: WorkUnit, *, block_size: int = BLOCK_SIZE) -> Iterator[tuple
         yield from _read_parquet(unit)
         return
     with open_binary(unit.path) as raw:
+        _check_unchanged(unit, raw)
         if unit.compression is not None:
             stream = _decompressed(raw, unit.compression, unit.path)
             if unit.format == "txt":
@@ -370,7 +482,18 @@ def read_unit(unit: WorkUnit, *, block_size: int = BLOCK_SIZE) -> Iterator[tuple
                 yield cut - pos, cutting.read_text(raw, unit.path, pos, cut), False
                 pos = cut
         else:
-            yield from _read_jsonl(unit, _line_blocks(raw, unit.start, unit.end, block_size), first_line=None)
+            yield from _read_jsonl(unit, _line_blocks(raw, unit.path, unit.start, unit.end, block_size), first_line=None)
+
+
+def _check_unchanged(unit: WorkUnit, f) -> None:
+    """Refuse a file whose size is not what it was when the work was planned (it changed since)."""
+    if unit.file_size is None:
+        return
+    size = f.seek(0, os.SEEK_END)
+    f.seek(0)
+    if size != unit.file_size:
+        raise ValueError(f"{unit.path}: the file changed while the corpus was being read: it was {unit.file_size:,} "
+                         f"bytes and is now {size:,}; read it again once it is complete")
 
 
 def _read_text_stream(unit: WorkUnit, stream, raw, block_size: int) -> Iterator[tuple[int, str, bool]]:
@@ -404,14 +527,15 @@ def _read_text_stream(unit: WorkUnit, stream, raw, block_size: int) -> Iterator[
             return
 
 
-def _line_blocks(f, start: int, end: int, block_size: int) -> Iterator[tuple[int, int, bytes]]:
-    """(offset, bytes consumed, data) for blocks of whole lines of bytes [start, end) of a file."""
+def _line_blocks(f, path: str, start: int, end: int, block_size: int) -> Iterator[tuple[int, int, bytes]]:
+    """(offset, bytes consumed, data) for blocks of whole lines of bytes [start, end) of the file at `path`."""
     pos = start
     while pos < end:
         f.seek(pos)
         data = f.read(min(block_size, end - pos))
         if not data:
-            raise ValueError(f"file ended at byte {pos}, before the expected {end}: did it change while being read?")
+            raise ValueError(f"{path}: the file ended at byte {pos:,}, before the expected {end:,}: "
+                             "did it change while being read?")
         if pos + len(data) < end:
             cut = data.rfind(b"\n") + 1
             if cut == 0:  # a line longer than the block: read on to its end
@@ -475,6 +599,8 @@ def _record_text(line: bytes, field: str) -> str:
         record = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
     if not isinstance(record, dict):
         raise ValueError(f"expected a JSON object with a {field!r} field, got {type(record).__name__}")
     if field not in record:
@@ -506,13 +632,24 @@ def _read_parquet(unit: WorkUnit) -> Iterator[tuple[int, str, bool]]:
     pq = _parquet()
     field = unit.text_field
     with open_binary(unit.path) as f:
-        pf = pq.ParquetFile(f)
+        _check_unchanged(unit, f)
+        try:
+            pf = pq.ParquetFile(f)
+        except Exception as e:  # pyarrow raises its own error types for a damaged file
+            raise ValueError(f"{unit.path}: not a readable Parquet file: {e}") from None
         meta = pf.metadata
         row = sum(meta.row_group(i).num_rows for i in range(unit.start))
         _check_parquet_column(unit.path, pf.schema_arrow, field)
         total_rows = sum(meta.row_group(i).num_rows for i in range(unit.start, unit.end)) or 1
         done_rows = reported = 0
-        for batch in pf.iter_batches(batch_size=8192, row_groups=range(unit.start, unit.end), columns=[field]):
+        batches = pf.iter_batches(batch_size=8192, row_groups=range(unit.start, unit.end), columns=[field])
+        while True:
+            try:
+                batch = next(batches, None)
+            except Exception as e:
+                raise ValueError(f"{unit.path}: damaged Parquet data after row {row}: {e}") from None
+            if batch is None:
+                break
             texts = batch.column(0).to_pylist()
             for i, text in enumerate(texts):
                 if text is None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from cs336_basics.corpora import executors, sources
-from cs336_basics.formats.gpt2 import temp_file_beside
+from cs336_basics.formats.gpt2 import folders_for, temp_file_beside
 
 _HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
 
@@ -28,7 +28,10 @@ def choose_dtype(max_id: int, requested: str | None = None) -> np.dtype:
     """uint16 when every id fits, else uint32; a requested dtype too small for `max_id` is an error."""
     if requested is None:
         return np.dtype(np.uint16 if max_id <= np.iinfo(np.uint16).max else np.uint32)
-    dtype = np.dtype(requested)
+    try:
+        dtype = np.dtype(requested)
+    except TypeError:
+        raise ValueError(f"dtype {requested!r} is not a NumPy dtype; use uint16, uint32, int32 or int64") from None
     if dtype.kind not in "ui" or np.iinfo(dtype).max < max_id:
         raise ValueError(f"dtype {requested} cannot hold token id {max_id}; use uint32 (or leave --dtype out)")
     return dtype
@@ -148,6 +151,8 @@ def encode_unit(tokenizer, unit: sources.WorkUnit, dtype: str) -> tuple[int, boo
             documents = 1
         if text:
             ids.append(tokenizer.encode_packed(text))
+    if unit.format == "txt" and unit.new_document:  # a text file is a document, even an empty one
+        documents = max(documents, 1)
     data = b"".join(ids)
     if np.dtype(dtype) != np.dtype(tokenizer.packed_dtype):
         data = np.frombuffer(data, dtype=tokenizer.packed_dtype).astype(dtype).tobytes()
@@ -193,13 +198,20 @@ def encode_files(
     Documents are joined with the first special token, so the array equals `encode` of the
     documents joined by it. Units run in `num_workers` local processes or on `executor`; at most a
     few per worker are in flight, and their ids are written as they arrive. `on_progress(bytes_done)`
-    is called after each unit.
+    is called after each unit. An output that is one of the input files is refused (see
+    `sources.refuse_output_among_inputs`).
     """
+    sources.refuse_output_among_inputs(output_path, units)
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
+    output_path = Path(output_path)
+    with folders_for([output_path]):
+        return _encode_into(tokenizer, units, output_path, num_workers, executor, out_dtype, on_progress)
+
+
+def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out_dtype, on_progress) -> int:
     separator = b""
     if tokenizer.special_tokens:
         separator = np.array(tokenizer.encode(tokenizer.special_tokens[0]), dtype=out_dtype).tobytes()
-    output_path = Path(output_path)
     fd, tmp = temp_file_beside(output_path)
     count = 0
     done = 0

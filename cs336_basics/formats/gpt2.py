@@ -5,12 +5,13 @@ not, has a printable spelling; special tokens are written as their own text. Fil
 temporary file in the same folder and renamed into place, so a crash never leaves half a file.
 """
 
+import contextlib
 import hashlib
 import json
 import os
 import signal
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -60,13 +61,42 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+@contextlib.contextmanager
+def folders_for(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
+    """Create the missing folders above each path for the block; if the block fails, remove those
+    it created that are still empty, so that a failed or interrupted write leaves no empty folder."""
+    made: list[Path] = []
+    for path in paths:
+        missing = []
+        folder = Path(path).parent
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+        for folder in reversed(missing):
+            folder.mkdir(exist_ok=True)
+            made.append(folder)
+    try:
+        yield
+    except BaseException:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # not empty: something else was put there
+                folder.rmdir()
+        raise
+
+
 def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
     """Write each text as UTF-8 to its path: all to temporary files in the same folders first, then
     renamed into place one after another, so an interruption never leaves a partly written file.
 
     SIGINT and SIGTERM wait until all are renamed. Only SIGKILL or a crash between two renames can
-    leave new and old files side by side; `save_vocab_and_merges` makes that detectable.
+    leave new and old files side by side; `save_vocab_and_merges` makes that detectable. Missing
+    folders are created, and removed again if the write fails (see `folders_for`).
     """
+    with folders_for(files):
+        _write_and_rename(files)
+
+
+def _write_and_rename(files: dict[str | os.PathLike, str]) -> None:
     written: list[tuple[str, Path]] = []
     try:
         for path, text in files.items():
@@ -181,6 +211,8 @@ def load_vocab_and_merges(
         raise ValueError(f"{vocab_path}: not UTF-8 at byte {e.start}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{vocab_path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise ValueError(f"{vocab_path}: JSON nested too deeply to read (not a vocab.json)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{vocab_path}: expected a JSON object mapping token to id, got {type(data).__name__}")
 

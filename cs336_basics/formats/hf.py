@@ -97,6 +97,9 @@ def tokenizer_json(
                 "rename the special token"
             )
         model_vocab[key] = token_id
+    # In the order given, which a reader takes as theirs (the first joins documents): their ids come
+    # from model.vocab, so the order changes none.
+    added.sort(key=lambda entry: special_tokens.index(entry["content"]))
     document = {
         "version": "1.0",
         "truncation": None,
@@ -200,6 +203,8 @@ def parse_tokenizer_json(
         raise ValueError(
             f"{source}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg} (a truncated file?)"
         ) from None
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply to read (not a tokenizer.json)") from None
     if not isinstance(document, dict) or not isinstance(document.get("model"), dict):
         raise ValueError(f"{source}: not a tokenizer.json (no \"model\" object)")
 
@@ -229,12 +234,20 @@ def parse_tokenizer_json(
     raw_vocab = model.get("vocab")
     if not isinstance(raw_vocab, dict):
         raise ValueError(f"{source}: model.vocab must be an object mapping token to id")
+    added = document.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise ValueError(f"{source}: added_tokens must be a list")
+    # A key that is an added token's text stands for that text (`tokenizers` matches added tokens
+    # first, and decodes them as their text), as we write special tokens: not through the byte table.
+    added_texts = {entry.get("content") for entry in added if isinstance(entry, dict)}
     vocab: dict[int, bytes] = {}
     ids: dict[bytes, int] = {}
     for key, token_id in raw_vocab.items():
         if type(token_id) is not int or token_id < 0:
             raise ValueError(f"{source}: token {key!r} has id {token_id!r}; ids must be non-negative integers")
-        token = text_to_token(key)
+        token = key.encode("utf-8") if key in added_texts else text_to_token(key)
+        if token == b"":
+            raise ValueError(f"{source}: model.vocab holds an empty token (id {token_id}); every token needs a byte")
         if token is None:
             raise ValueError(
                 f"{source}: token {key!r} is not written in the byte-level alphabet (not a byte-level BPE model)"
@@ -245,17 +258,34 @@ def parse_tokenizer_json(
         ids[token] = token_id
 
     special_tokens: list[str] = []
-    added = document.get("added_tokens") or []
-    if not isinstance(added, list):
-        raise ValueError(f"{source}: added_tokens must be a list")
+    # `tokenizers` does not take an added token's id from the file: it gives the token the id of
+    # its spelling in model.vocab, or else the next id after model.vocab and the added tokens before
+    # it. A file whose ids differ from those is refused, so that ours are always `tokenizers`' ids.
+    model_size = len(raw_vocab)
+    added_ids: list[int] = []
     for entry in added:
         if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or type(entry.get("id")) is not int:
             raise ValueError(f"{source}: added token {entry!r} needs a string content and an integer id")
         content, token_id = entry["content"], entry["id"]
+        if not content:
+            raise ValueError(f"{source}: added token with id {token_id} is the empty string")
         for option in ("single_word", "lstrip", "rstrip"):
             if entry.get(option):
                 raise ValueError(f"{source}: added token {content!r} has {option}=true, which is not supported")
         token = content.encode("utf-8")
+        hf_id = raw_vocab.get(content)
+        if hf_id is not None and hf_id != token_id:
+            raise ValueError(f"{source}: added token {content!r} has id {token_id} but the model gives it id {hf_id}")
+        if hf_id is None:
+            top = max(added_ids, default=-1)
+            hf_id = top + 1 if top >= model_size else model_size
+            if hf_id != token_id:
+                raise ValueError(
+                    f"{source}: added token {content!r} is not in model.vocab and has id {token_id}, but Hugging "
+                    f"Face tokenizers gives it id {hf_id} (the next id after model.vocab and the added tokens "
+                    "before it); correct the id in the file"
+                )
+        added_ids.append(hf_id)
         if ids.get(token, token_id) != token_id:
             raise ValueError(f"{source}: added token {content!r} has id {token_id} but the model gives it id {ids[token]}")
         if token_id in vocab and vocab[token_id] != token:

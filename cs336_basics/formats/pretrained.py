@@ -176,14 +176,14 @@ def save(
     *,
     extra_files: dict[str, str] | None = None,
 ) -> None:
-    """Write the tokenizer directory (see the module docstring), creating it if needed, with any
-    `extra_files` (name -> text) in the same atomic write."""
+    """Write the tokenizer directory (see the module docstring), creating it if needed (only when
+    writing: a failed save leaves no empty folder), with any `extra_files` (name -> text) in the same
+    atomic write."""
     directory = Path(directory)
     hf_text = hf.tokenizer_json(vocab, merges, special_tokens, pattern)
     vocab_text, merges_text = gpt2.vocab_and_merges_texts(
         vocab, merges, special_tokens, companions={"tokenizer.json": hf_text}
     )
-    directory.mkdir(parents=True, exist_ok=True)
     texts = {"vocab.json": vocab_text, "merges.txt": merges_text, "tokenizer.json": hf_text, **(extra_files or {})}
     gpt2.atomic_write_texts({directory / name: text for name, text in texts.items()})
 

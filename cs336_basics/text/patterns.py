@@ -10,7 +10,10 @@ encodings), run by the `regex` package so that pre-tokens equal tiktoken's for t
 - any other string is a custom regex for the `regex` package (with its semantics, e.g. `$` also
   matches before a final newline). It must compile, must not match the empty string, and must match
   every character of the text: text it leaves unmatched is an error naming the offset (tiktoken
-  drops such text silently).
+  drops such text silently). It is code from whoever wrote it (a `tokenizer.json` from elsewhere
+  brings its own), so it runs with a time limit per document (`custom_timeout`): a regex that
+  backtracks catastrophically raises `PatternTimeout` instead of running for ever. The named
+  patterns run without one, at full speed.
 
 A pattern runs on each document separately, so an end-of-text anchor (`\s++$` in cl100k) matches at
 the end of each document.
@@ -69,6 +72,21 @@ _WS_NOT_NEWLINE = "\t\x0b\x0c \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 _ASCII_WS = "\t\n\x0b\x0c\r "
 
 _A_NAME = re.compile(r"\w+")
+
+# The time a custom regex may take on one document: this much, plus this much per MB of it. Far
+# more than any sane regex needs (the `regex` package runs GPT-2's at some 8 MB/s), far less than
+# catastrophic backtracking, which can take years on a line of 50 characters.
+TIMEOUT_SECONDS = 10.0
+TIMEOUT_SECONDS_PER_MB = 10.0
+
+
+class PatternTimeout(ValueError):
+    """A custom regex ran past its time limit on a document (see `custom_timeout`)."""
+
+
+def custom_timeout(length: int) -> float:
+    """Seconds a custom regex may run on a document of `length` characters."""
+    return TIMEOUT_SECONDS + TIMEOUT_SECONDS_PER_MB * length / 1e6
 
 
 def canonical(pattern: str) -> str:
@@ -142,9 +160,20 @@ class Pretokenizer:
         return self._checked_findall(document)
 
     def _checked_findall(self, document: str) -> list[str]:
+        try:
+            return self._checked_findall_now(document)
+        except TimeoutError:
+            seconds = custom_timeout(len(document))
+            raise PatternTimeout(
+                f"pattern {_snippet(self.name, 60)} ran for over {seconds:.0f} s on a document of {len(document):,} "
+                f"characters starting {_snippet(document[:40])} and was stopped: it backtracks catastrophically "
+                "(nested repeats such as (a+)+ do); simplify it"
+            ) from None
+
+    def _checked_findall_now(self, document: str) -> list[str]:
         pieces = []
         end = 0
-        for m in self.compiled.finditer(document):
+        for m in self.compiled.finditer(document, timeout=custom_timeout(len(document))):
             start = m.start()
             if start != end:
                 raise ValueError(

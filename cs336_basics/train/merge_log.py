@@ -122,8 +122,10 @@ def read_merge_log(path: str | os.PathLike) -> MergeLog:
     Raises ValueError naming the file and line when it is not such a file.
     """
     path = Path(path)
-    with open(path, encoding="utf-8", newline="") as f:
-        lines = f.read().split("\n")
+    try:
+        lines = path.read_bytes().decode("utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 at byte {e.start}; not a merge log") from None
     if lines and lines[-1] == "":
         lines.pop()
     header = lines[0].split("\t") if lines else []
