@@ -153,8 +153,9 @@ def what_changed(old: dict, new: dict) -> str:
         changes.append(f"the tokenizer changed (tokenizer.json sha256 {str(old_tok.get('sha256'))[:12]}..., "
                        f"now {new_tok['sha256'][:12]}...)")
     for key, what in (("dtype", "the dtype"), ("shard_size", "the shard size"), ("piece_size", "the piece size")):
-        if old.get(key) != new[key]:
+        if old.get(key) != new[key] and not (key == "piece_size" and old.get("shard_size") != new["shard_size"]):
             changes.append(f"{what} changed ({old.get(key)}, now {new[key]})")
+    recut = old.get("shard_size") == new["shard_size"] and old.get("piece_size") == new["piece_size"]
     old_inputs = {i.get("path"): i for i in old.get("inputs") or [] if isinstance(i, dict)}
     new_inputs = {i["path"]: i for i in new["inputs"]}
     for path, now in new_inputs.items():
@@ -165,7 +166,7 @@ def what_changed(old: dict, new: dict) -> str:
             changes.append(f"input {path} changed (size {before.get('size')}, now {now['size']})")
         elif before.get("mtime_ns") != now["mtime_ns"]:
             changes.append(f"input {path} changed (it was modified since)")
-        elif before.get("units") != now["units"]:
+        elif before.get("units") != now["units"] and recut:
             changes.append(f"input {path} is cut differently ({before.get('units')} work units, now {now['units']})")
     changes += [f"input {path} is gone" for path in old_inputs if path not in new_inputs]
     if not changes and list(old_inputs) != list(new_inputs):
@@ -320,7 +321,7 @@ def _write_atomically(path: Path, chunks, *, fsync: bool) -> str:
     fd, tmp = temp_file_beside(path)
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as f:
+        with _open_for_writing(fd) as f:
             for chunk in chunks:
                 f.write(chunk)
                 digest.update(chunk)
@@ -333,6 +334,10 @@ def _write_atomically(path: Path, chunks, *, fsync: bool) -> str:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return digest.hexdigest()
+
+
+def _open_for_writing(fd: int):
+    return os.fdopen(fd, "wb")  # one place, so that a test can fill the disk
 
 
 def _write_json(path: Path, data: dict, *, fsync: bool = False) -> None:
