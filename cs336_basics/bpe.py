@@ -453,7 +453,7 @@ class Tokenizer:
         inputs: "str | os.PathLike | list[str | os.PathLike]",
         directory: str | os.PathLike,
         *,
-        shard_size: int = 256 << 20,
+        shard_size: int | None = None,
         num_workers: int | None = None,
         executor: "concurrent.futures.Executor | None" = None,
         piece_size: int | None = None,
@@ -463,7 +463,7 @@ class Tokenizer:
         on_progress: Callable[[int], None] | None = None,
     ):
         """Encode a corpus into a dataset directory for training: shards of about `shard_size`
-        bytes of ids, each with its document starts, and `manifest.json` written last (see
+        bytes of ids (default 256 MiB), each with its document starts, and `manifest.json` written last (see
         `cs336_basics.datasets.layout`). Concatenated, the shards hold exactly what `encode_file`
         writes for the same corpus.
 
@@ -475,8 +475,10 @@ class Tokenizer:
 
         >>> tok.encode_dataset("corpus/", "data/corpus", shard_size=64 << 20)  # doctest: +SKIP
         """
-        from cs336_basics.datasets.writer import write_dataset
+        from cs336_basics.datasets.writer import DEFAULT_SHARD_SIZE, write_dataset
 
+        if shard_size is None:
+            shard_size = DEFAULT_SHARD_SIZE
         if num_workers is None:
             num_workers = default_num_workers(sum(f.size for f in sources.resolve(inputs)))
         return write_dataset(

@@ -269,6 +269,8 @@ def cmd_encode(args: argparse.Namespace) -> None:
     files = _corpus(args.inputs)
     if not args.out.endswith(".npy"):
         return _encode_dataset(args, tokenizer, files)
+    if args.shard_size is not None or args.overwrite:
+        raise CommandError(f"--shard-size and --overwrite are for a dataset directory; --out {args.out} is one array")
     out = Path(args.out)
     _writable_dir(out.parent)
     if out.is_dir():
@@ -536,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
     p.add_argument("--out", required=True, metavar="FILE.npy|DIR",
                    help="the array to write, or (not ending in .npy) a dataset directory of shards, resumable")
-    p.add_argument("--shard-size", type=_byte_size, default=256 << 20, metavar="SIZE",
+    p.add_argument("--shard-size", type=_byte_size, metavar="SIZE",
                    help="dataset directory: about this many bytes of ids per shard (default 256M)")
     p.add_argument("--overwrite", action="store_true",
                    help="dataset directory: write it anew even if it was started with other settings")
