@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -394,6 +395,9 @@ def _reusable_part(work: Path, index: int, itemsize: int) -> dict | None:
 
 
 def _init_worker(lock_fd: int | None, key: str, state: tuple, share_folder: str) -> None:
+    # Ctrl-C reaches the whole process group: the command stops the workers itself, so that they
+    # neither print tracebacks nor start on their next unit.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if lock_fd is not None:
         os.close(lock_fd)  # a forked worker that outlives the command must not keep the directory locked
     token_arrays._init_worker(key, state, share_folder)
@@ -464,10 +468,15 @@ def assemble_shard(
         "before_next": before_next,
     }
     _write_json(work / f"{name}.json", entry, fsync=True)
-    for i, _ in parts:
+    return entry
+
+
+def _remove_parts(work: Path, first: int, stop: int) -> None:
+    """The parts of a written shard. The command removes them, not the worker that wrote the shard:
+    a worker left running by a killed command must not pull parts from under the next run."""
+    for i in range(first, stop):
         (work / f"{_part_name(i)}.ids").unlink(missing_ok=True)
         (work / f"{_part_name(i)}.json").unlink(missing_ok=True)
-    return entry
 
 
 def _reusable_shard(directory: Path, entry: dict | None, index: int, units: tuple[int, int]) -> bool:
@@ -630,11 +639,9 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
             pending.append((k, assemble(str(directory), k, (first, stop), layout_of_parts, starts_document,
                                         dtype.str, separator_id, before_next)))
             while pending and pending[0][1].done():
-                k_done, future = pending.popleft()
-                entries[k_done] = executors._result(future, None)  # its errors, as run_ordered gives them
+                _collect(pending.popleft(), entries, shards, work)
         while pending:
-            k_done, future = pending.popleft()
-            entries[k_done] = executors._result(future, None)
+            _collect(pending.popleft(), entries, shards, work)
     except BaseException:
         if owned is not None:
             executors.stop_now(owned)
@@ -652,6 +659,12 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
     shutil.rmtree(work, ignore_errors=True)
     return _written(directory, entries, shards, units, total_bytes, reused=reused, parts_bytes=parts_bytes,
                     on_progress=None)
+
+
+def _collect(done: tuple[int, Future], entries: dict[int, dict], shards, work: Path) -> None:
+    k, future = done
+    entries[k] = executors._result(future, None)  # raises what failed, as run_ordered does
+    _remove_parts(work, *shards[k])
 
 
 def _totals(entries: dict[int, dict]) -> dict:
