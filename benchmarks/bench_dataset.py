@@ -115,7 +115,7 @@ def main() -> int:
         resumed_dir = scratch / "resumed"
         dir_args = [*common, "--out", str(resumed_dir), "--shard-size", args.shard_size]
         killed_at, _, _ = run_command(dir_args, kill_after=full / 2)
-        resume_seconds, _, resume_err = run_command(dir_args)
+        resume_seconds, _, _ = run_command(dir_args)
         identical = identical and same_ids(scratch / "run0.npy", resumed_dir)
 
     npy, directory = statistics.median(times["npy"]), statistics.median(times["dir"])

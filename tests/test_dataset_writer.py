@@ -9,6 +9,7 @@ to an uninterrupted run. `BPE_FUZZ_EXAMPLES` raises the number of random kill po
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import random
@@ -29,7 +30,7 @@ from tests.test_sources import DOCS, EOT, VOCAB, write_jsonl, write_txt
 
 ROOT = Path(__file__).resolve().parent.parent
 KILL_TARGET = Path(__file__).resolve().parent / "kill_target.py"
-KILL_POINTS = int(os.environ.get("BPE_FUZZ_EXAMPLES", 2))
+KILL_POINTS = int(os.environ.get("BPE_FUZZ_EXAMPLES", "2"))
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +138,10 @@ def test_the_manifest_says_what_the_dataset_is(tmp_path, tokenizer, corpus):
     assert manifest["tokenizer"]["separator_id"] == tokenizer.encode(EOT)[0]
     assert manifest["tokenizer"]["special_tokens"] == [EOT] and manifest["tokenizer"]["pattern"] == "gpt2"
     assert manifest["dtype"] == "uint16"
-    assert [i["path"] for i in manifest["inputs"]] == [str(corpus / n) for n in ("a.txt", "b.jsonl", "c.jsonl", "d.txt")]
+    names = ["a.txt", "b.jsonl", "c.jsonl", "d.txt"]
+    assert [i["path"] for i in manifest["inputs"]] == [str(corpus / n) for n in names]
     units = [s["units"] for s in manifest["shards"]]
-    assert units[0][0] == 0 and all(a[1] == b[0] for a, b in zip(units, units[1:]))
+    assert units[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(units))
     assert units[-1][1] == sum(i["units"] for i in manifest["inputs"])
     for entry in manifest["shards"]:
         assert writer._sha256_of(layout.ids_file(tmp_path / "ds", entry["name"])) == entry["sha256"]
@@ -403,7 +405,7 @@ def _kill_at(setup, out: Path, k: int, how: str) -> tuple[bool, str, int]:
 
 @pytest.mark.parametrize("how", ["kill", "interrupt", "worker", "command"])
 def test_killed_anywhere_then_run_again_gives_the_same_bytes(kill_setup, how):
-    rng = random.Random(f"{how}-{os.environ.get('BPE_FUZZ_SEED', 0)}")
+    rng = random.Random(f"{how}-{os.environ.get('BPE_FUZZ_SEED', '0')}")
     points = sorted(rng.sample(range(1, kill_setup["events"] + 1), min(KILL_POINTS, kill_setup["events"])))
     stopped = 0
     for k in points:

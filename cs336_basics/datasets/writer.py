@@ -260,9 +260,9 @@ def _remove_leftovers(directory: Path) -> None:
         for entry in os.scandir(folder):
             if entry.name.startswith(".encode-cache-") and entry.is_dir():
                 shutil.rmtree(entry.path, ignore_errors=True)
-            elif entry.name.startswith(".") and entry.name.endswith(".tmp") and _is_ours(entry.name):
-                os.unlink(entry.path)
-            elif folder.name == WORK and entry.name.startswith(".") and entry.name.endswith(".tmp"):
+            elif entry.name.startswith(".") and entry.name.endswith(".tmp") and (
+                folder.name == WORK or _is_ours(entry.name)
+            ):
                 os.unlink(entry.path)
 
 
@@ -387,7 +387,7 @@ def _encode_part(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: s
 def _reusable_part(work: Path, index: int, itemsize: int) -> dict | None:
     name = _part_name(index)
     record = _read_json(work / f"{name}.json")
-    if record is None or not isinstance(record.get("tokens"), int):
+    if record is None or not isinstance(record.get("tokens"), int) or not isinstance(record.get("has_documents"), bool):
         return None
     if not _matches(work / f"{name}.ids", record["tokens"] * itemsize, str(record.get("sha256"))):
         return None
@@ -483,7 +483,8 @@ def _reusable_shard(directory: Path, entry: dict | None, index: int, units: tupl
     """Whether shard `index`'s files on disk match `entry` (its record or manifest entry)."""
     if entry is None or entry.get("name") != layout.shard_name(index) or entry.get("units") != list(units):
         return False
-    if not isinstance(entry.get("before_next"), dict):
+    before_next = entry.get("before_next")
+    if not isinstance(before_next, dict) or set(before_next) != {"any_document", "last_id"}:
         return False
     name = entry["name"]
     return _matches(layout.ids_file(directory, name), entry.get("bytes", -1), str(entry.get("sha256"))) and _matches(
@@ -513,7 +514,7 @@ def write_dataset(
 
     `num_workers` local processes (1: this process) or `executor` do the work.
     `on_progress(input_bytes_done)` counts reused work as done. Raises ValueError naming what
-    changed when the directory was written with other settings (unless `overwrite`), RuntimeError
+    changed when the directory was written with other settings (unless `overwrite`), `DatasetBusy`
     when another run holds it, and the OSError (naming the file) of a write that failed.
     """
     if type(shard_size) is not int or shard_size < 1:
@@ -583,33 +584,7 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
     reused = set(entries)
     parts_bytes = sum(units[i].size for i in parts)
 
-    owned = None
-    share = None
-    try:
-        if executor is None and num_workers <= 1:
-            results = (write_part(work, i, dtype, *encode_unit(tokenizer, units[i], dtype.str)[1:]) for i in todo)
-
-            def assemble(*args):
-                done: Future = Future()
-                done.set_result(assemble_shard(*args))
-                return done
-        else:
-            key, state = tokenizer_state(tokenizer)
-            if executor is None:
-                share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=work)
-                token_arrays._worker_tokenizers.clear()
-                token_arrays._worker_tokenizers[key] = tokenizer
-                owned = executor = executors.local_executor(
-                    num_workers, initializer=_init_worker, initargs=(lock_fd, key, state, share.name))
-                args = ((key, None, units[i], dtype.str, str(work), i) for i in todo)
-            else:
-                args = ((key, state, units[i], dtype.str, str(work), i) for i in todo)
-            width = executors.executor_width(executor, num_workers)
-            results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
-
-            def assemble(*args):
-                return executor.submit(assemble_shard, *args)
-
+    with _workers(tokenizer, units, todo, work, dtype, num_workers, executor, lock_fd) as (results, assemble):
         pending: deque[tuple[int, Future]] = deque()
         any_document, last_id = False, None
         done = 0
@@ -621,6 +596,7 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
                 if on_progress:
                     on_progress(done)
                 continue
+            # The separators and the shard's first document start follow from the corpus before it.
             starts_document = last_id is None or last_id == separator_id
             layout_of_parts = []
             for i in range(first, stop):
@@ -642,6 +618,44 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
                 _collect(pending.popleft(), entries, shards, work)
         while pending:
             _collect(pending.popleft(), entries, shards, work)
+
+    manifest = {**head, "shards": [entries[k] for k in range(len(shards))], "totals": _totals(entries)}
+    _write_json(directory / layout.MANIFEST, manifest, fsync=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return _written(directory, entries, shards, units, total_bytes, reused=reused, parts_bytes=parts_bytes,
+                    on_progress=None)
+
+
+@contextlib.contextmanager
+def _workers(tokenizer, units, todo: list[int], work: Path, dtype: np.dtype, num_workers: int,
+             executor: Executor | None, lock_fd: int | None):
+    """(the parts' records of the units `todo`, in order; a function that submits a shard's
+    assembly and returns its future), on this process, local processes or `executor`."""
+    if executor is None and num_workers <= 1:
+        def assemble_here(*args) -> Future:
+            future: Future = Future()
+            future.set_result(assemble_shard(*args))
+            return future
+
+        parts = (write_part(work, i, dtype, *encode_unit(tokenizer, units[i], dtype.str)[1:]) for i in todo)
+        yield parts, assemble_here
+        return
+    key, state = tokenizer_state(tokenizer)
+    owned = share = None
+    try:
+        if executor is None:
+            # As `encode_files` does: forked workers find this tokenizer, and share what they encode.
+            share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=work)
+            token_arrays._worker_tokenizers.clear()
+            token_arrays._worker_tokenizers[key] = tokenizer
+            owned = executor = executors.local_executor(
+                num_workers, initializer=_init_worker, initargs=(lock_fd, key, state, share.name))
+            args = ((key, None, units[i], dtype.str, str(work), i) for i in todo)
+        else:
+            args = ((key, state, units[i], dtype.str, str(work), i) for i in todo)
+        width = executors.executor_width(executor, num_workers)
+        results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
+        yield results, lambda *args: executor.submit(assemble_shard, *args)
     except BaseException:
         if owned is not None:
             executors.stop_now(owned)
@@ -653,12 +667,6 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
         if share is not None:
             share.cleanup()
             token_arrays._worker_tokenizers.clear()
-
-    manifest = {**head, "shards": [entries[k] for k in range(len(shards))], "totals": _totals(entries)}
-    _write_json(directory / layout.MANIFEST, manifest, fsync=True)
-    shutil.rmtree(work, ignore_errors=True)
-    return _written(directory, entries, shards, units, total_bytes, reused=reused, parts_bytes=parts_bytes,
-                    on_progress=None)
 
 
 def _collect(done: tuple[int, Future], entries: dict[int, dict], shards, work: Path) -> None:
