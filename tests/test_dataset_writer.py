@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.datasets import layout, writer
-from tests.test_sources import DOCS, EOT, VOCAB, write_jsonl, write_txt
+from tests.test_sources import DOCS, EOT, VOCAB, WRITERS, write_jsonl, write_txt
 
 ROOT = Path(__file__).resolve().parent.parent
 KILL_TARGET = Path(__file__).resolve().parent / "kill_target.py"
@@ -99,10 +99,10 @@ def files_of(directory: Path) -> dict[str, bytes]:
 # --- what is written -----------------------------------------------------------------------------------
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     docs=st.lists(st.sampled_from(DOCS[:12] + ["", EOT, f"x{EOT}", "\n"]), min_size=0, max_size=12),
-    kinds=st.lists(st.sampled_from(["txt", "jsonl", "blank"]), min_size=1, max_size=4),
+    kinds=st.lists(st.sampled_from(["txt", "jsonl", "blank", "parquet", "txt.gz", "jsonl.gz"]), min_size=1, max_size=4),
     shard_size=st.integers(1, 400),
 )
 def test_shards_concatenate_to_encode_file(tmp_path_factory, tokenizer, docs, kinds, shard_size):
@@ -112,12 +112,15 @@ def test_shards_concatenate_to_encode_file(tmp_path_factory, tokenizer, docs, ki
     per_file = -(-len(docs) // len(kinds)) if docs else 0
     for i, kind in enumerate(kinds):
         part = docs[i * per_file : (i + 1) * per_file]
-        if kind == "txt":
-            write_txt(corpus / f"{i}.txt", part)
-        elif kind == "jsonl":
-            write_jsonl(corpus / f"{i}.jsonl", part)
-        else:
+        if kind == "blank":  # a unit that reads no document
             (corpus / f"{i}.jsonl").write_text("\n \n")
+        elif kind == "parquet":  # row groups of 3, or one row group of no rows
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.table({"text": pa.array(part, pa.string())}), corpus / f"{i}.parquet", row_group_size=3)
+        else:
+            WRITERS[f"corpus.{kind}"](corpus / f"{i}.{kind}", part)
     ids, starts = oracle(tokenizer, corpus, tmp)
     written = tokenizer.encode_dataset(corpus, tmp / "ds", shard_size=shard_size, num_workers=1)
     got_ids, got_starts, manifest = read_dataset(tmp / "ds")
