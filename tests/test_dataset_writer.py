@@ -258,6 +258,8 @@ def test_output_inside_an_input_folder_or_equal_to_an_input_is_refused(tmp_path,
         (corpus, corpus / "sub" / "ds", "is inside the input folder"),
         ([corpus / "sub" / "a.txt"], corpus / "sub" / "a.txt", "is a file, not a folder"),
         (corpus / "sub", corpus / "sub" / "a.txt", "is a file, not a folder"),
+        ([corpus / "sub" / "a.txt"], corpus / "sub", "is inside the dataset folder"),
+        ([corpus / "sub" / "a.txt"], corpus, "is inside the dataset folder"),
     ]:
         with pytest.raises(ValueError, match=message):
             tokenizer.encode_dataset(inputs, out, num_workers=1)

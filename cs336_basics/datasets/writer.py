@@ -181,7 +181,8 @@ def what_changed(old: dict, new: dict) -> str:
 
 
 def check_output(directory: Path, inputs, files: Sequence[sources.Source]) -> None:
-    """Refuse an output that is a URL, a file, an input file, or inside an input folder."""
+    """Refuse an output that is a URL, a file (such as an input file), inside an input folder, or
+    holding an input file."""
     if sources.is_url(str(directory)):
         raise ValueError(f"{directory}: writing a dataset to a URL is not supported yet; write it to a local folder")
     if directory.exists() and not directory.is_dir():
@@ -198,8 +199,9 @@ def check_output(directory: Path, inputs, files: Sequence[sources.Source]) -> No
             raise ValueError(f"{directory} is inside the input folder {item}: the dataset would become input; "
                              "write it outside the corpus")
     for f in files:
-        if not sources.is_url(f.path) and Path(f.path).resolve() == out:
-            raise ValueError(f"{directory} is an input file; the dataset needs a folder of its own")
+        if not sources.is_url(f.path) and out in Path(f.path).resolve().parents:
+            raise ValueError(f"the input {f.path} is inside the dataset folder {directory}: writing the dataset "
+                             "would change it; move it out")
 
 
 def _is_ours(name: str) -> bool:
