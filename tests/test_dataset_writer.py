@@ -408,6 +408,22 @@ def _kill_at(setup, out: Path, k: int, how: str) -> tuple[bool, str, int]:
     return paused, err, proc.pid
 
 
+def _wait_until_gone(group: int, seconds: float = 15) -> bool:
+    """Whether every process of `group` ended within `seconds` (those left are then killed)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+    return False
+
+
 @pytest.mark.parametrize("how", ["kill", "interrupt", "worker", "command"])
 def test_killed_anywhere_then_run_again_gives_the_same_bytes(kill_setup, how):
     rng = random.Random(f"{how}-{os.environ.get('BPE_FUZZ_SEED', '0')}")
@@ -421,8 +437,8 @@ def test_killed_anywhere_then_run_again_gives_the_same_bytes(kill_setup, how):
             assert "run the same command again to finish" in err and "Traceback" not in err, f"event {k}: {err}"
         proc = _spawn(["0", *kill_setup["args"], str(out)])
         err = proc.communicate(timeout=120)[1]
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(killed, signal.SIGKILL)  # workers of the killed command, if still there
+        gone = _wait_until_gone(killed)
+        assert gone, f"{how} at event {k}: the workers of the killed command are still running"
         assert proc.returncode == 0, f"{how} at event {k}: {err}"
         assert files_of(out) == kill_setup["whole"], f"{how} at write event {k} of {kill_setup['events']}"
     assert stopped, "no run was stopped: the kill points are past every process's last write"

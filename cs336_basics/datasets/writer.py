@@ -37,6 +37,8 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
@@ -396,10 +398,19 @@ def _reusable_part(work: Path, index: int, itemsize: int) -> dict | None:
     return record
 
 
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os._exit(1)
+
+
 def _init_worker(lock_fd: int | None, key: str, state: tuple, share_folder: str) -> None:
     # Ctrl-C reaches the whole process group: the command stops the workers itself, so that they
     # neither print tracebacks nor start on their next unit.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A worker whose command was killed would wait for work forever (its siblings keep the task
+    # queue open): it ends itself instead, and the next run removes what it left half-written.
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     if lock_fd is not None:
         os.close(lock_fd)  # a forked worker that outlives the command must not keep the directory locked
     token_arrays._init_worker(key, state, share_folder)
@@ -621,6 +632,7 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
         while pending:
             _collect(pending.popleft(), entries, shards, work)
 
+    _remove_leftovers(directory)  # also any that a worker of a killed run left while this one ran
     manifest = {**head, "shards": [entries[k] for k in range(len(shards))], "totals": _totals(entries)}
     _write_json(directory / layout.MANIFEST, manifest, fsync=True)
     shutil.rmtree(work, ignore_errors=True)
