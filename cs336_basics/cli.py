@@ -267,7 +267,7 @@ def load_tokenizer(source: str, special_tokens: list[str] | None, pattern: str |
 def cmd_encode(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     files = _corpus(args.inputs)
-    if not args.out.endswith(".npy"):
+    if not args.out.lower().endswith(".npy"):
         return _encode_dataset(args, tokenizer, files)
     if args.shard_size is not None or args.overwrite:
         raise CommandError(f"--shard-size and --overwrite are for a dataset directory; --out {args.out} is one array")
