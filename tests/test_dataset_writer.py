@@ -201,9 +201,21 @@ def test_a_shard_changed_on_disk_is_written_again(tmp_path, tokenizer, corpus):
     data[-1] ^= 1  # same size, other bytes
     shard.write_bytes(data)
     (tmp_path / "ds" / "shard-00003.docs.npy").unlink()
-    written = tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1)
+    seen = []
+    written = tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1, on_progress=seen.append)
     assert files_of(tmp_path / "ds") == before
     assert written.reused_shards == written.shards - 2
+    # Progress counts the two shards kept before the changed one as done, one call each.
+    manifest = layout.read_manifest(tmp_path / "ds")
+    assert seen[1] == sum(u.size for u in _units(tokenizer, corpus, manifest)[: manifest["shards"][2]["units"][0]])
+    assert seen == sorted(seen) and seen[-1] == written.input_bytes
+
+
+def _units(tokenizer, corpus, manifest):
+    from cs336_basics.corpora import sources
+
+    return sources.plan_units(sources.resolve(corpus), piece_size=manifest["piece_size"],
+                              special_tokens=tokenizer.special_tokens, pattern=tokenizer.pattern)
 
 
 @pytest.mark.parametrize("change", ["tokenizer", "pattern", "input", "shard size"])
