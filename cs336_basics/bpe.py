@@ -463,9 +463,9 @@ class Tokenizer:
         on_progress: Callable[[int], None] | None = None,
     ):
         """Encode a corpus into a dataset directory for training: shards of about `shard_size`
-        bytes of ids (default 256 MiB), each with its document starts, and `manifest.json` written last (see
-        `cs336_basics.datasets.layout`). Concatenated, the shards hold exactly what `encode_file`
-        writes for the same corpus.
+        bytes of ids (default 256 MiB), each with its document starts, and `manifest.json`
+        written last (see `cs336_basics.datasets.layout`). Concatenated, the shards hold exactly
+        what `encode_file` writes for the same corpus.
 
         Each shard is written by the worker that encodes it. Run again after any stop, it keeps
         what is complete and checks out (size and sha256) and encodes only the rest; the result is
