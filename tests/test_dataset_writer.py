@@ -151,6 +151,14 @@ def test_the_manifest_says_what_the_dataset_is(tmp_path, tokenizer, corpus):
     assert len(manifest["shards"]) > 3  # the shard size cut it
 
 
+def test_without_special_tokens_there_is_one_document(tmp_path, tokenizer, corpus):
+    plain = Tokenizer(tokenizer.vocab, tokenizer.merges, [])
+    plain.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1)
+    ids, starts, manifest = read_dataset(tmp_path / "ds")
+    assert (ids, starts) == oracle(plain, corpus, tmp_path) and starts == [0]
+    assert manifest["tokenizer"]["separator_id"] is None and len(manifest["shards"]) > 1
+
+
 def test_ids_too_large_for_uint16_give_uint32(tmp_path):
     vocab = {i: bytes([i]) for i in range(256)} | {70_000: b"ab"}
     tokenizer = Tokenizer(vocab, [(b"a", b"b")], [EOT])
