@@ -59,7 +59,7 @@ class _Parser(argparse.ArgumentParser):
 # Output files of the running command and how they were before it, to tell what an interrupt left.
 _outputs: dict[Path, tuple[int, int] | None] = {}
 # A dataset directory the running command was writing: an interrupt leaves it resumable.
-_resumable: list[Path] = []
+_resumable: list[Path | str] = []
 
 
 def _watch_outputs(*paths: Path) -> None:
@@ -310,7 +310,7 @@ def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list)
 
     from cs336_basics.datasets.writer import DatasetBusy
 
-    out = Path(args.out)
+    out = args.out if sources.is_url(args.out) else Path(args.out)
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
     started = time.perf_counter()
@@ -330,7 +330,7 @@ def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list)
             _resumable.append(out)
             raise
     seconds = time.perf_counter() - started
-    _encode_summary(args, files, f"wrote {out}/ ({written.shards:,} shards, {written.documents:,} documents)",
+    _encode_summary(args, files, f"wrote {str(out).rstrip('/')}/ ({written.shards:,} shards, {written.documents:,} documents)",
                     written.tokens, workers, written.input_bytes - written.reused_bytes, seconds)
     if written.reused_bytes:
         print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run "

@@ -9,6 +9,7 @@ to an uninterrupted run. `BPE_FUZZ_EXAMPLES` raises the number of random kill po
 
 import contextlib
 import errno
+import hashlib
 import itertools
 import json
 import os
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
-from cs336_basics.datasets import layout, writer
+from cs336_basics.datasets import layout, store, writer
 from tests.test_sources import DOCS, EOT, VOCAB, WRITERS, write_jsonl, write_txt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +148,8 @@ def test_the_manifest_says_what_the_dataset_is(tmp_path, tokenizer, corpus):
     assert units[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(units))
     assert units[-1][1] == sum(i["units"] for i in manifest["inputs"])
     for entry in manifest["shards"]:
-        assert writer._sha256_of(layout.ids_file(tmp_path / "ds", entry["name"])) == entry["sha256"]
+        data = layout.ids_file(tmp_path / "ds", entry["name"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"]
     assert len(manifest["shards"]) > 3  # the shard size cut it
 
 
@@ -280,6 +282,8 @@ def test_output_inside_an_input_folder_or_equal_to_an_input_is_refused(tmp_path,
         (corpus / "sub", corpus / "sub" / "a.txt", "is a file, not a folder"),
         ([corpus / "sub" / "a.txt"], corpus / "sub", "is inside the dataset folder"),
         ([corpus / "sub" / "a.txt"], corpus, "is inside the dataset folder"),
+        (corpus, f"file://{corpus}/sub/ds", "is inside the input folder"),
+        ([corpus / "sub" / "a.txt"], f"file://{corpus}", "is inside the dataset folder"),
     ]:
         with pytest.raises(ValueError, match=message):
             tokenizer.encode_dataset(inputs, out, num_workers=1)
@@ -345,7 +349,7 @@ class _FullDisk:
 def test_a_full_disk_names_the_file_and_a_second_run_finishes(tmp_path, tokenizer, corpus, monkeypatch, budget):
     tokenizer.encode_dataset(corpus, tmp_path / "whole", shard_size=200, num_workers=1)
     with monkeypatch.context() as m:
-        m.setattr(writer, "_open_for_writing", _FullDisk(budget))
+        m.setattr(store, "_open_local", _FullDisk(budget))
         with pytest.raises(OSError, match=f"writing {tmp_path / 'ds'}/.*No space left on device"):
             tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1)
     assert not (tmp_path / "ds" / layout.MANIFEST).exists()
@@ -462,3 +466,46 @@ def test_killed_anywhere_then_run_again_gives_the_same_bytes(kill_setup, how):
         assert proc.returncode == 0, f"{how} at event {k}: {err}"
         assert files_of(out) == kill_setup["whole"], f"{how} at write event {k} of {kill_setup['events']}"
     assert stopped, "no run was stopped: the kill points are past every process's last write"
+
+
+# --- a URL (fsspec) ------------------------------------------------------------------------------------
+
+
+def url_files(url: str) -> dict[str, bytes]:
+    """Every file under a URL by its relative path, with its bytes."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url)
+    root = root.rstrip("/")
+    return {p[len(root) + 1 :]: fs.cat_file(p) for p in sorted(fs.find(root))}
+
+
+def test_a_dataset_written_to_a_url_equals_a_local_one(tmp_path, tokenizer, corpus):
+    pytest.importorskip("fsspec")
+    from concurrent.futures import ThreadPoolExecutor
+
+    tokenizer.encode_dataset(corpus, tmp_path / "local", shard_size=200, num_workers=1)
+    local = {name: data for name, data in files_of(tmp_path / "local").items()}
+    url = f"memory://datasets/{tmp_path.name}"
+    tokenizer.encode_dataset(corpus, url, shard_size=200, num_workers=1)
+    assert url_files(url) == local
+    with ThreadPoolExecutor(2) as pool:  # workers that see the same memory filesystem
+        again = tokenizer.encode_dataset(corpus, url + "-threads", shard_size=200, executor=pool)
+        assert url_files(url + "-threads") == local
+        written = tokenizer.encode_dataset(corpus, url + "-threads", shard_size=200, executor=pool)
+    assert written.reused_shards == again.shards
+
+
+def test_a_url_dataset_resumes_and_rewrites_a_changed_shard(tmp_path, tokenizer, corpus, monkeypatch):
+    fsspec = pytest.importorskip("fsspec")
+    url = f"file://{tmp_path}/ds"  # fsspec's local filesystem: local worker processes see it too
+    tokenizer.encode_dataset(corpus, tmp_path / "local", shard_size=200, num_workers=1)
+    tokenizer.encode_dataset(corpus, url, shard_size=200, num_workers=2)
+    assert files_of(tmp_path / "ds") == files_of(tmp_path / "local")
+    fs, _ = fsspec.core.url_to_fs(url)
+    fs.pipe_file(f"{tmp_path}/ds/shard-00001.npy", b"not a shard")
+    written = tokenizer.encode_dataset(corpus, url, shard_size=200, num_workers=1)
+    assert written.reused_shards == written.shards - 1
+    assert files_of(tmp_path / "ds") == files_of(tmp_path / "local")
+    with pytest.raises(ValueError, match=f"{url} was written with other settings: the shard size changed"):
+        tokenizer.encode_dataset(corpus, url, shard_size=300, num_workers=1)

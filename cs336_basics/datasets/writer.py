@@ -22,19 +22,20 @@ order (`before_next` in each shard's record and manifest entry), so a shard's by
 of the inputs alone. A document starts at offset 0 (when there are tokens) and right after each
 separator id; a separator that is the last id of a shard makes the next shard start a document.
 
-Resume. A run takes `DIR/.lock` (flock) first and refuses to run beside another. It then compares
-what it is about to write (tokenizer, pattern, dtype, shard size, inputs with their sizes and
-modification times) with what the directory was written for (`manifest.json`, else
-`.work/plan.json`), and refuses a difference, naming it, unless `overwrite`. It removes temporary
-files left by a stopped run, keeps each shard whose files match its record (size and sha256, read
-back from disk) and each part that matches its own, and encodes only the rest.
+The directory is a local folder or an `fsspec` URL that the workers can reach (see `store`).
+
+Resume. A run takes `DIR/.lock` (flock; not for a URL) first and refuses to run beside another.
+It then compares what it is about to write (tokenizer, pattern, dtype, shard size, inputs with
+their sizes and modification times) with what the directory was written for (`manifest.json`,
+else `.work/plan.json`), and refuses a difference, naming it, unless `overwrite`. It removes
+temporary files left by a stopped run, keeps each shard whose files match its record (size and
+sha256, read back from disk) and each part that matches its own, and encodes only the rest.
 """
 
 import contextlib
 import hashlib
 import json
 import os
-import shutil
 import signal
 import tempfile
 import threading
@@ -49,10 +50,10 @@ import numpy as np
 
 from cs336_basics.corpora import executors, sources
 from cs336_basics.datasets import layout
+from cs336_basics.datasets.store import Store
 from cs336_basics.encode import token_arrays
 from cs336_basics.encode.token_arrays import choose_dtype, encode_unit, tokenizer_state
 from cs336_basics.formats import hf
-from cs336_basics.formats.gpt2 import temp_file_beside
 
 DEFAULT_SHARD_SIZE = 256 << 20  # bytes of ids per shard, about
 MAX_PIECE_SIZE = 1 << 20  # bytes of input per work unit, at most
@@ -70,13 +71,21 @@ class DatasetBusy(RuntimeError):
 class Written:
     """What `write_dataset` did: the dataset's totals, and how much of it an earlier run had made."""
 
-    directory: Path
+    directory: str  # as given: a local path or a URL
     tokens: int
     documents: int
     shards: int
     input_bytes: int
     reused_shards: int
     reused_bytes: int  # input bytes whose ids were found on disk (whole shards and parts)
+
+
+def _ids_name(name: str) -> str:
+    return layout.ids_file(".", name).name
+
+
+def _docs_name(name: str) -> str:
+    return layout.docs_file(".", name).name
 
 
 # --- the plan ----------------------------------------------------------------------------------------
@@ -182,28 +191,36 @@ def what_changed(old: dict, new: dict) -> str:
 # --- the output directory ----------------------------------------------------------------------------
 
 
-def check_output(directory: Path, inputs, files: Sequence[sources.Source]) -> None:
-    """Refuse an output that is a URL, a file (such as an input file), inside an input folder, or
-    holding an input file."""
-    if sources.is_url(str(directory)):
-        raise ValueError(f"{directory}: writing a dataset to a URL is not supported yet; write it to a local folder")
-    if directory.exists() and not directory.is_dir():
-        raise ValueError(f"{directory} is a file, not a folder; name a folder for the dataset "
+def check_output(store: Store, inputs, files: Sequence[sources.Source]) -> None:
+    """Refuse an output that is a file (such as an input file), the same as or inside an input
+    folder, or holding an input file."""
+    if store.size("") is not None:
+        raise ValueError(f"{store} is a file, not a folder; name a folder for the dataset "
                          "(or FILE.npy for one array)")
-    out = directory.resolve()
+    local = store.local_path()
+
+    def where(path: str) -> str | None:  # a path comparable with the output's, if there is one
+        if local is not None:
+            return None if sources.is_url(path) else str(Path(path).resolve())
+        return path.rstrip("/") if sources.is_url(path) else None
+
+    out = str(Path(local).resolve()) if local is not None else store.root
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    for item in items:
-        item = os.fspath(item)
-        if sources.is_url(item):
-            continue
-        folder = Path(item).resolve()
-        if folder.is_dir() and (out == folder or folder in out.parents):
-            raise ValueError(f"{directory} is inside the input folder {item}: the dataset would become input; "
+    for item in map(os.fspath, items):
+        folder = where(item)
+        if folder is not None and (local is None or Path(folder).is_dir()) and _within(out, folder):
+            raise ValueError(f"{store} is inside the input folder {item}: the dataset would become input; "
                              "write it outside the corpus")
     for f in files:
-        if not sources.is_url(f.path) and out in Path(f.path).resolve().parents:
-            raise ValueError(f"the input {f.path} is inside the dataset folder {directory}: writing the dataset "
+        path = where(f.path)
+        if path is not None and path != out and _within(path, out):
+            raise ValueError(f"the input {f.path} is inside the dataset folder {store}: writing the dataset "
                              "would change it; move it out")
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or inside it (both absolute, or both URLs)."""
+    return path == folder or path.startswith(folder.rstrip("/" + os.sep) + ("/" if "://" in folder else os.sep))
 
 
 def _is_ours(name: str) -> bool:
@@ -214,139 +231,113 @@ def _is_ours(name: str) -> bool:
         name = name[1:]
         if not name.endswith(".tmp"):
             return False
-        name = name.rsplit(".", 2)[0]  # `.NAME.XXXXXX.tmp` (see `temp_file_beside`)
+        name = name.rsplit(".", 2)[0]  # `.NAME.XXXXXX.tmp` (see `Store.write`)
     return name == layout.MANIFEST or (name.startswith("shard-") and name.endswith(".npy"))
 
 
-def _prepare(directory: Path) -> None:
+def _prepare(store: Store) -> None:
     """Create the directory; refuse one that holds other things and no dataset."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
+        store.make_dirs()
+        if not store.url:
+            with tempfile.TemporaryFile(dir=store.root):
+                pass
     except OSError as e:
-        raise OSError(e.errno, f"cannot write the dataset folder {directory}: {e.strerror or e}") from None
-    names = os.listdir(directory)
+        raise OSError(e.errno, f"cannot write the dataset folder {store}: {e.strerror or e}") from None
+    names = store.names()
     if not any(n in (layout.MANIFEST, WORK) for n in names):
         foreign = sorted(n for n in names if not _is_ours(n))
         if foreign:
-            raise ValueError(f"{directory} holds files that are not a dataset's ({', '.join(foreign[:3])}); "
+            raise ValueError(f"{store} holds files that are not a dataset's ({', '.join(foreign[:3])}); "
                              "write the dataset to a new or empty folder")
 
 
 @contextlib.contextmanager
-def locked(directory: Path) -> Iterator[int | None]:
+def locked(directory: str | os.PathLike) -> Iterator[int | None]:
     """Hold `DIR/.lock` for the run (released by the OS however the process ends); a second run on
-    the same directory is refused. Yields the lock's file descriptor (None where there is no flock)."""
+    the same directory is refused. Yields the lock's file descriptor (None where there is no flock:
+    on Windows, and for a URL, where two runs at once are not detected)."""
     try:
         import fcntl
     except ImportError:  # Windows: no lock
+        fcntl = None
+    if fcntl is None or sources.is_url(os.fspath(directory)):
         yield None
         return
-    path = directory / LOCK
+    path = os.path.join(directory, LOCK)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise DatasetBusy(f"{directory}: another run is writing this dataset (it holds {path}); "
-                               "wait for it to end or stop it, then run again") from None
+                              "wait for it to end or stop it, then run again") from None
         yield fd
     finally:
         os.close(fd)
 
 
-def _remove_leftovers(directory: Path) -> None:
+def _remove_leftovers(store: Store) -> None:
     """Temporary files and folders of a stopped run: `.NAME.XXXXXX.tmp` and shared caches."""
-    for folder in (directory, directory / WORK):
-        if not folder.is_dir():
-            continue
-        for entry in os.scandir(folder):
-            if entry.name.startswith(".encode-cache-") and entry.is_dir():
-                shutil.rmtree(entry.path, ignore_errors=True)
-            elif entry.name.startswith(".") and entry.name.endswith(".tmp") and (
-                folder.name == WORK or _is_ours(entry.name)
-            ):
-                os.unlink(entry.path)
+    for folder in ("", WORK):
+        for name in store.names(folder):
+            inside = f"{folder}/{name}" if folder else name
+            if name.startswith(".encode-cache-"):
+                store.remove_tree(inside)
+            elif name.startswith(".") and name.endswith(".tmp") and (folder == WORK or _is_ours(name)):
+                store.remove(inside)
 
 
-def _remove_dataset(directory: Path) -> None:
-    """Everything this module wrote in `directory` (for `overwrite`), the manifest first."""
-    (directory / layout.MANIFEST).unlink(missing_ok=True)
-    shutil.rmtree(directory / WORK, ignore_errors=True)
-    for name in os.listdir(directory):
+def _remove_dataset(store: Store) -> None:
+    """Everything this module wrote in the directory (for `overwrite`), the manifest first."""
+    store.remove(layout.MANIFEST)
+    store.remove_tree(WORK)
+    for name in store.names():
         if name != LOCK and _is_ours(name):
-            os.unlink(directory / name)
+            store.remove(name)
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(store: Store, name: str) -> dict | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(store.read_bytes(name).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def _previous_head(directory: Path) -> tuple[dict | None, list]:
+def _previous_head(store: Store) -> tuple[dict | None, list]:
     """(the head the directory was written for, shard entries the manifest lists), from
     `manifest.json` (checked by `layout.read_manifest`) or else `.work/plan.json`."""
-    if (directory / layout.MANIFEST).is_file():
-        manifest = layout.read_manifest(directory)
+    if store.size(layout.MANIFEST) is not None:
+        manifest = layout.read_manifest(store.root) if not store.url else _read_url_manifest(store)
         return {k: v for k, v in manifest.items() if k not in ("shards", "totals")}, manifest.get("shards") or []
-    plan = _read_json(directory / WORK / PLAN)
+    plan = _read_json(store, f"{WORK}/{PLAN}")
     if plan is not None and type(plan.get("version")) is int and plan["version"] > layout.FORMAT_VERSION:
-        raise ValueError(f"{directory / WORK / PLAN}: written by a newer version of cs336-basics "
+        raise ValueError(f"{store.path(WORK + '/' + PLAN)}: written by a newer version of cs336-basics "
                          f"(format version {plan['version']}); upgrade, or pass overwrite=True / --overwrite")
     return plan, []
 
 
-# --- files written atomically ------------------------------------------------------------------------
+def _read_url_manifest(store: Store) -> dict:
+    """`layout.read_manifest` of a copy of the manifest (layout reads local folders only), its
+    messages naming the URL."""
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, layout.MANIFEST).write_bytes(store.read_bytes(layout.MANIFEST))
+        try:
+            return layout.read_manifest(folder)
+        except ValueError as e:
+            raise ValueError(str(e).replace(str(Path(folder, layout.MANIFEST)), store.path(layout.MANIFEST))) from None
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _matches(path: Path, size: int, sha256: str) -> bool:
+def _matches(store: Store, name: str, size: int, sha256: str) -> bool:
     try:
-        return path.stat().st_size == size and _sha256_of(path) == sha256
+        return store.size(name) == size and store.sha256(name) == sha256
     except OSError:
         return False
 
 
-def _write_atomically(path: Path, chunks, *, fsync: bool) -> str:
-    """Write the byte strings `chunks` to `path` through a temporary file beside it; their sha256.
-
-    An OSError (a full disk, a folder that went) names `path`; the temporary file never stays.
-    """
-    fd, tmp = temp_file_beside(path)
-    digest = hashlib.sha256()
-    try:
-        with _open_for_writing(fd) as f:
-            for chunk in chunks:
-                f.write(chunk)
-                digest.update(chunk)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        raise OSError(e.errno, f"writing {path}: {e.strerror or e}") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return digest.hexdigest()
-
-
-def _open_for_writing(fd: int):
-    return os.fdopen(fd, "wb")  # one place, so that a test can fill the disk
-
-
-def _write_json(path: Path, data: dict, *, fsync: bool = False) -> None:
-    _write_atomically(path, [(json.dumps(data, indent=1) + "\n").encode("utf-8")], fsync=fsync)
+def _write_json(store: Store, name: str, data: dict, *, fsync: bool = False) -> None:
+    store.write(name, [(json.dumps(data, indent=1) + "\n").encode("utf-8")], fsync=fsync)
 
 
 def _npy_header(dtype: np.dtype, length: int) -> bytes:
@@ -366,34 +357,34 @@ def _part_name(index: int) -> str:
     return f"unit-{index:07d}"
 
 
-def write_part(work: Path, index: int, dtype: np.dtype, has_documents: bool, data: bytes) -> dict:
-    """Write a unit's ids and then its record into `work`; the record (see the module docstring)."""
+def write_part(store: Store, index: int, dtype: np.dtype, has_documents: bool, data: bytes) -> dict:
+    """Write a unit's ids and then its record into `.work/`; the record (see the module docstring)."""
     itemsize = dtype.itemsize
-    name = _part_name(index)
-    sha = _write_atomically(work / f"{name}.ids", [data], fsync=False)  # resume checks it, so no fsync
+    name = f"{WORK}/{_part_name(index)}"
+    sha = store.write(f"{name}.ids", [data], fsync=False)  # resume checks it, so no fsync
     record = {
         "tokens": len(data) // itemsize,
         "has_documents": has_documents,
         "last_id": int(np.frombuffer(data[-itemsize:], dtype=dtype)[0]) if data else None,
         "sha256": sha,
     }
-    _write_json(work / f"{name}.json", record)
+    _write_json(store, f"{name}.json", record)
     return record
 
 
-def _encode_part(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str, work: str, index: int) -> dict:
+def _encode_part(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str, directory: str, index: int) -> dict:
     """In a worker: encode one unit and write its part (see `write_part`)."""
     # token_arrays' worker entry point: it finds the tokenizer (and the local workers' shared cache).
     _, has_documents, data = token_arrays._encode_unit_in_worker(key, state, unit, dtype)
-    return write_part(Path(work), index, np.dtype(dtype), has_documents, data)
+    return write_part(Store(directory), index, np.dtype(dtype), has_documents, data)
 
 
-def _reusable_part(work: Path, index: int, itemsize: int) -> dict | None:
-    name = _part_name(index)
-    record = _read_json(work / f"{name}.json")
+def _reusable_part(store: Store, index: int, itemsize: int) -> dict | None:
+    name = f"{WORK}/{_part_name(index)}"
+    record = _read_json(store, f"{name}.json")
     if record is None or not isinstance(record.get("tokens"), int) or not isinstance(record.get("has_documents"), bool):
         return None
-    if not _matches(work / f"{name}.ids", record["tokens"] * itemsize, str(record.get("sha256"))):
+    if not _matches(store, f"{name}.ids", record["tokens"] * itemsize, str(record.get("sha256"))):
         return None
     return record
 
@@ -434,23 +425,30 @@ def assemble_shard(
 
     `starts_document` says whether the shard's first id starts a document (it is the corpus's
     first, or the id before it is the separator)."""
-    directory = Path(directory)
-    work = directory / WORK
+    store = Store(directory)
     dtype = np.dtype(dtype)
     name = layout.shard_name(index)
     separator = np.array([] if separator_id is None else [separator_id], dtype=dtype)
-    sizes = [(work / f"{_part_name(i)}.ids").stat().st_size // dtype.itemsize for i, _ in parts]
+    part_names = {i: f"{WORK}/{_part_name(i)}.ids" for i, _ in parts}
+    sizes = []
+    for i, _ in parts:
+        size = store.size(part_names[i])
+        if size is None:
+            raise FileNotFoundError(2, "a part of the shard has gone (did another run remove it?)",
+                                    store.path(part_names[i]))
+        sizes.append(size // dtype.itemsize)
     tokens = sum(sizes) + len(separator) * sum(before for _, before in parts)
+    header = _npy_header(dtype, tokens)
     starts: list[np.ndarray] = []
     position = 0
     after_separator = starts_document
 
     def chunks():
         nonlocal position, after_separator
-        yield _npy_header(dtype, tokens)
+        yield header
         for i, separator_before in parts:
             pieces = [separator] if separator_before else []
-            pieces.append(np.fromfile(work / f"{_part_name(i)}.ids", dtype=dtype))
+            pieces.append(np.frombuffer(store.read_bytes(part_names[i]), dtype=dtype))
             for ids in pieces:
                 if not len(ids):
                     continue
@@ -464,11 +462,10 @@ def assemble_shard(
                 position += len(ids)
                 yield ids.tobytes()
 
-    ids_path, docs_path = layout.ids_file(directory, name), layout.docs_file(directory, name)
-    sha = _write_atomically(ids_path, chunks(), fsync=True)
+    sha = store.write(_ids_name(name), chunks(), fsync=True)
     doc_starts = np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
     docs_bytes = _npy_header(np.dtype(np.int64), len(doc_starts)) + doc_starts.tobytes()
-    docs_sha = _write_atomically(docs_path, [docs_bytes], fsync=True)
+    docs_sha = store.write(_docs_name(name), [docs_bytes], fsync=True)
     entry = {
         "name": name,
         "units": list(units),
@@ -476,23 +473,23 @@ def assemble_shard(
         "documents": len(doc_starts),
         "sha256": sha,
         "docs_sha256": docs_sha,
-        "bytes": ids_path.stat().st_size,
+        "bytes": len(header) + tokens * dtype.itemsize,
         "docs_bytes": len(docs_bytes),
         "before_next": before_next,
     }
-    _write_json(work / f"{name}.json", entry, fsync=True)
+    _write_json(store, f"{WORK}/{name}.json", entry, fsync=True)
     return entry
 
 
-def _remove_parts(work: Path, first: int, stop: int) -> None:
+def _remove_parts(store: Store, first: int, stop: int) -> None:
     """The parts of a written shard. The command removes them, not the worker that wrote the shard:
     a worker left running by a killed command must not pull parts from under the next run."""
     for i in range(first, stop):
-        (work / f"{_part_name(i)}.ids").unlink(missing_ok=True)
-        (work / f"{_part_name(i)}.json").unlink(missing_ok=True)
+        store.remove(f"{WORK}/{_part_name(i)}.ids")
+        store.remove(f"{WORK}/{_part_name(i)}.json")
 
 
-def _reusable_shard(directory: Path, entry: dict | None, index: int, units: tuple[int, int]) -> bool:
+def _reusable_shard(store: Store, entry: dict | None, index: int, units: tuple[int, int]) -> bool:
     """Whether shard `index`'s files on disk match `entry` (its record or manifest entry)."""
     if entry is None or entry.get("name") != layout.shard_name(index) or entry.get("units") != list(units):
         return False
@@ -500,8 +497,8 @@ def _reusable_shard(directory: Path, entry: dict | None, index: int, units: tupl
     if not isinstance(before_next, dict) or set(before_next) != {"any_document", "last_id"}:
         return False
     name = entry["name"]
-    return _matches(layout.ids_file(directory, name), entry.get("bytes", -1), str(entry.get("sha256"))) and _matches(
-        layout.docs_file(directory, name), entry.get("docs_bytes", -1), str(entry.get("docs_sha256"))
+    return _matches(store, _ids_name(name), entry.get("bytes", -1), str(entry.get("sha256"))) and _matches(
+        store, _docs_name(name), entry.get("docs_bytes", -1), str(entry.get("docs_sha256"))
     )
 
 
@@ -532,63 +529,62 @@ def write_dataset(
     """
     if type(shard_size) is not int or shard_size < 1:
         raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
-    directory = Path(directory)
+    store = Store(directory)
     files = sources.resolve(inputs)
-    check_output(directory, inputs, files)
+    check_output(store, inputs, files)
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     piece_size = piece_size or piece_size_for(shard_size)
     units = sources.plan_units(files, piece_size=piece_size, special_tokens=tokenizer.special_tokens,
                                text_field=text_field, pattern=tokenizer.pattern)
     shards = plan_shards(units, shard_size, out_dtype.itemsize)
     head = _head(tokenizer, files, units, out_dtype, shard_size, piece_size)
-    _prepare(directory)
-    with locked(directory) as lock_fd:
+    _prepare(store)
+    with locked(store.root) as lock_fd:
         try:
-            previous, listed = _previous_head(directory)
+            previous, listed = _previous_head(store)
         except ValueError:
             if not overwrite:
                 raise
             previous, listed = None, []
-            _remove_dataset(directory)
+            _remove_dataset(store)
         if previous is not None and previous != head:
             if not overwrite:
-                raise ValueError(f"{directory} was written with other settings: {what_changed(previous, head)}; "
+                raise ValueError(f"{store} was written with other settings: {what_changed(previous, head)}; "
                                  "pass overwrite=True (--overwrite) to write it anew")
-            _remove_dataset(directory)
+            _remove_dataset(store)
             listed = []
-        _remove_leftovers(directory)
-        return _run(tokenizer, units, shards, head, listed, directory, out_dtype, num_workers, executor,
+        _remove_leftovers(store)
+        return _run(tokenizer, units, shards, head, listed, store, out_dtype, num_workers, executor,
                     on_progress, lock_fd)
 
 
-def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, executor, on_progress, lock_fd):
-    work = directory / WORK
+def _run(tokenizer, units, shards, head, listed, store: Store, dtype, num_workers, executor, on_progress, lock_fd):
     total_bytes = sum(u.size for u in units)
     entries: dict[int, dict] = {}
     by_name = {e.get("name"): e for e in listed if isinstance(e, dict)}
     for k, units_range in enumerate(shards):
         name = layout.shard_name(k)
-        entry = _read_json(work / f"{name}.json") or by_name.get(name)
-        if _reusable_shard(directory, entry, k, units_range):
+        entry = _read_json(store, f"{WORK}/{name}.json") or by_name.get(name)
+        if _reusable_shard(store, entry, k, units_range):
             entries[k] = entry
-    if len(entries) == len(shards) and (directory / layout.MANIFEST).is_file():
-        shutil.rmtree(work, ignore_errors=True)  # left if a run stopped right after its manifest
-        return _written(directory, entries, shards, units, total_bytes, reused=set(entries), parts_bytes=0,
+    if len(entries) == len(shards) and store.size(layout.MANIFEST) is not None:
+        store.remove_tree(WORK)  # left if a run stopped right after its manifest
+        return _written(store, entries, shards, units, total_bytes, reused=set(entries), parts_bytes=0,
                         on_progress=on_progress)
 
     # Something is to be written: the directory stops being a finished dataset until the end.
-    work.mkdir(exist_ok=True)
-    for k, entry in entries.items():
-        if not (work / f"{entry['name']}.json").is_file():
-            _write_json(work / f"{entry['name']}.json", entry)
-    _write_json(work / PLAN, head, fsync=True)
-    (directory / layout.MANIFEST).unlink(missing_ok=True)
+    store.make_dirs(WORK)
+    for entry in entries.values():
+        if store.size(f"{WORK}/{entry['name']}.json") is None:
+            _write_json(store, f"{WORK}/{entry['name']}.json", entry)
+    _write_json(store, f"{WORK}/{PLAN}", head, fsync=True)
+    store.remove(layout.MANIFEST)
 
     parts: dict[int, dict] = {}
     for k, (first, stop) in enumerate(shards):
         if k not in entries:
             for i in range(first, stop):
-                record = _reusable_part(work, i, dtype.itemsize)
+                record = _reusable_part(store, i, dtype.itemsize)
                 if record is not None:
                     parts[i] = record
     todo = [i for k, (first, stop) in enumerate(shards) if k not in entries
@@ -597,7 +593,7 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
     reused = set(entries)
     parts_bytes = sum(units[i].size for i in parts)
 
-    with _workers(tokenizer, units, todo, work, dtype, num_workers, executor, lock_fd) as (results, assemble):
+    with _workers(tokenizer, units, todo, store, dtype, num_workers, executor, lock_fd) as (results, assemble):
         pending: deque[tuple[int, Future]] = deque()
         any_document, last_id = False, None
         done = 0
@@ -625,23 +621,23 @@ def _run(tokenizer, units, shards, head, listed, directory, dtype, num_workers, 
                 if on_progress:
                     on_progress(done)
             before_next = {"any_document": any_document, "last_id": last_id}
-            pending.append((k, assemble(str(directory), k, (first, stop), layout_of_parts, starts_document,
+            pending.append((k, assemble(store.root, k, (first, stop), layout_of_parts, starts_document,
                                         dtype.str, separator_id, before_next)))
             while pending and pending[0][1].done():
-                _collect(pending.popleft(), entries, shards, work)
+                _collect(pending.popleft(), entries, shards, store)
         while pending:
-            _collect(pending.popleft(), entries, shards, work)
+            _collect(pending.popleft(), entries, shards, store)
 
-    _remove_leftovers(directory)  # also any that a worker of a killed run left while this one ran
+    _remove_leftovers(store)  # also any that a worker of a killed run left while this one ran
     manifest = {**head, "shards": [entries[k] for k in range(len(shards))], "totals": _totals(entries)}
-    _write_json(directory / layout.MANIFEST, manifest, fsync=True)
-    shutil.rmtree(work, ignore_errors=True)
-    return _written(directory, entries, shards, units, total_bytes, reused=reused, parts_bytes=parts_bytes,
+    _write_json(store, layout.MANIFEST, manifest, fsync=True)
+    store.remove_tree(WORK)
+    return _written(store, entries, shards, units, total_bytes, reused=reused, parts_bytes=parts_bytes,
                     on_progress=None)
 
 
 @contextlib.contextmanager
-def _workers(tokenizer, units, todo: list[int], work: Path, dtype: np.dtype, num_workers: int,
+def _workers(tokenizer, units, todo: list[int], store: Store, dtype: np.dtype, num_workers: int,
              executor: Executor | None, lock_fd: int | None):
     """(the parts' records of the units `todo`, in order; a function that submits a shard's
     assembly and returns its future), on this process, local processes or `executor`."""
@@ -651,7 +647,7 @@ def _workers(tokenizer, units, todo: list[int], work: Path, dtype: np.dtype, num
             future.set_result(assemble_shard(*args))
             return future
 
-        parts = (write_part(work, i, dtype, *encode_unit(tokenizer, units[i], dtype.str)[1:]) for i in todo)
+        parts = (write_part(store, i, dtype, *encode_unit(tokenizer, units[i], dtype.str)[1:]) for i in todo)
         yield parts, assemble_here
         return
     key, state = tokenizer_state(tokenizer)
@@ -659,14 +655,15 @@ def _workers(tokenizer, units, todo: list[int], work: Path, dtype: np.dtype, num
     try:
         if executor is None:
             # As `encode_files` does: forked workers find this tokenizer, and share what they encode.
-            share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=work)
+            # The local workers' shared cache is local too: beside the parts, or for a URL in /tmp.
+            share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=None if store.url else store.path(WORK))
             token_arrays._worker_tokenizers.clear()
             token_arrays._worker_tokenizers[key] = tokenizer
             owned = executor = executors.local_executor(
                 num_workers, initializer=_init_worker, initargs=(lock_fd, key, state, share.name))
-            args = ((key, None, units[i], dtype.str, str(work), i) for i in todo)
+            args = ((key, None, units[i], dtype.str, store.root, i) for i in todo)
         else:
-            args = ((key, state, units[i], dtype.str, str(work), i) for i in todo)
+            args = ((key, state, units[i], dtype.str, store.root, i) for i in todo)
         width = executors.executor_width(executor, num_workers)
         results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
         yield results, lambda *args: executor.submit(assemble_shard, *args)
@@ -683,10 +680,10 @@ def _workers(tokenizer, units, todo: list[int], work: Path, dtype: np.dtype, num
             token_arrays._worker_tokenizers.clear()
 
 
-def _collect(done: tuple[int, Future], entries: dict[int, dict], shards, work: Path) -> None:
+def _collect(done: tuple[int, Future], entries: dict[int, dict], shards, store: Store) -> None:
     k, future = done
     entries[k] = executors._result(future, None)  # raises what failed, as run_ordered does
-    _remove_parts(work, *shards[k])
+    _remove_parts(store, *shards[k])
 
 
 def _totals(entries: dict[int, dict]) -> dict:
@@ -697,10 +694,10 @@ def _totals(entries: dict[int, dict]) -> dict:
     }
 
 
-def _written(directory, entries, shards, units, total_bytes, *, reused, parts_bytes, on_progress) -> Written:
+def _written(store: Store, entries, shards, units, total_bytes, *, reused, parts_bytes, on_progress) -> Written:
     reused_bytes = parts_bytes + sum(sum(u.size for u in units[slice(*shards[k])]) for k in reused)
     if on_progress:
         on_progress(total_bytes)
     totals = _totals(entries)
-    return Written(directory, totals["tokens"], totals["documents"], totals["shards"], total_bytes,
+    return Written(store.root, totals["tokens"], totals["documents"], totals["shards"], total_bytes,
                    len(reused), reused_bytes)
