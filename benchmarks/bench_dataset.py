@@ -48,23 +48,23 @@ def child(argv: list[str]) -> int:
 
 
 def run_command(argv: list[str], *, kill_after: float | None = None) -> tuple[float, int | None, str]:
-    """(seconds, own peak memory in bytes or None, stderr) of one `bpe` command in a new process;
+    """(seconds, own peak memory in bytes or None, stdout) of one `bpe` command in a new process;
     with `kill_after`, SIGKILL it and its workers after that many seconds."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", *argv], env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, __file__, "--child", *argv], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        _, err = proc.communicate(timeout=kill_after)
+        out, err = proc.communicate(timeout=kill_after)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
-        return time.perf_counter() - started, None, err
+        out, err = proc.communicate()
+        return time.perf_counter() - started, None, out
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         sys.exit(f"bpe {' '.join(argv)} failed ({proc.returncode}):\n{err}")
     peak = [int(line.split()[-1]) for line in err.splitlines() if line.startswith("bench_dataset: peak_rss_bytes")]
-    return seconds, (peak[0] if peak else None), err
+    return seconds, (peak[0] if peak else None), out
 
 
 def same_ids(npy: Path, directory: Path) -> bool:
@@ -115,7 +115,7 @@ def main() -> int:
         resumed_dir = scratch / "resumed"
         dir_args = [*common, "--out", str(resumed_dir), "--shard-size", args.shard_size]
         killed_at, _, _ = run_command(dir_args, kill_after=full / 2)
-        resume_seconds, _, _ = run_command(dir_args)
+        resume_seconds, _, resume_out = run_command(dir_args)
         identical = identical and same_ids(scratch / "run0.npy", resumed_dir)
 
     npy, directory = statistics.median(times["npy"]), statistics.median(times["dir"])
@@ -126,6 +126,7 @@ def main() -> int:
           f"  ({directory / npy:.3f}x the .npy; target <= 1.05x; peak target < 300 MB)")
     print(f"resume after SIGKILL at {killed_at:.1f} s: {resume_seconds:.2f} s, "
           f"{resume_seconds / full:.2f}x a full run (target <= 0.8x)")
+    print("".join(f"  {line.strip()}\n" for line in resume_out.splitlines() if "reused" in line), end="")
     print(f"shards equal the .npy: {identical}")
     return 0 if identical else 1
 
