@@ -363,6 +363,29 @@ def test_a_full_disk_names_the_file_and_a_second_run_finishes(tmp_path, tokenize
         assert written.reused_bytes > 0
 
 
+@pytest.mark.parametrize("limit", [1500, 3000])
+def test_a_file_size_limit_in_the_workers_names_the_file_and_a_second_run_finishes(tmp_path, tokenizer, corpus, limit):
+    """The same with a real OS error, in worker processes: files may not grow past `limit` bytes
+    (RLIMIT_FSIZE, SIGXFSZ ignored, so a write fails with EFBIG)."""
+    import resource
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    tokenizer.save_pretrained(tmp_path / "tok")
+    tokenizer.encode_dataset(corpus, tmp_path / "whole", shard_size=2048, num_workers=1)
+    argv = [sys.executable, "-m", "cs336_basics.cli", "encode", "--tokenizer", str(tmp_path / "tok"), str(corpus),
+            "--shard-size", "2K", "--workers", "2", "--quiet", "--out", str(tmp_path / "ds")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, preexec_fn=small_files, timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.startswith("bpe: [Errno 27] ") and str(tmp_path / "ds") in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "ds" / layout.MANIFEST).exists()
+    assert main(argv[3:]) == 0
+    assert files_of(tmp_path / "ds") == files_of(tmp_path / "whole")
+
+
 def test_two_runs_on_one_directory_are_refused(tmp_path, tokenizer, corpus, capsys):
     (tmp_path / "ds").mkdir()
     with writer.locked(tmp_path / "ds"):
