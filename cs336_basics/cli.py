@@ -2,6 +2,7 @@
 
     bpe train [INPUT...] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
+    bpe encode --tokenizer DIR INPUT... --out DIR [--shard-size 256M] [--overwrite]
 
 An INPUT is a file, folder, glob or URL of .txt, .jsonl or .parquet files (see `sources`);
 `--text-field` names the JSON field or Parquet column, `--dask-scheduler ADDRESS` runs the work on
@@ -68,6 +69,8 @@ class _Parser(argparse.ArgumentParser):
 
 # Output files of the running command and how they were before it, to tell what an interrupt left.
 _outputs: dict[Path, tuple[int, int] | None] = {}
+# A dataset directory the running command was writing: an interrupt leaves it resumable.
+_resumable: list[Path | str] = []
 
 
 def _watch_outputs(*paths: Path) -> None:
@@ -301,6 +304,10 @@ def load_tokenizer(source: str, special_tokens: list[str] | None, pattern: str |
 def cmd_encode(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     files = _corpus(args.inputs)
+    if not args.out.lower().endswith(".npy"):
+        return _encode_dataset(args, tokenizer, files)
+    if args.shard_size is not None or args.overwrite:
+        raise CommandError(f"--shard-size and --overwrite are for a dataset directory; --out {args.out} is one array")
     out = Path(args.out)
     _writable_dir(out.parent)
     if out.is_dir():
@@ -320,14 +327,66 @@ def cmd_encode(args: argparse.Namespace) -> None:
             dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n),
         )
     seconds = time.perf_counter() - started
+    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds)
+
+
+def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_bytes: int, seconds: float) -> None:
+    total_bytes = sum(f.size for f in files)
     where = f"on the Dask cluster at {args.dask_scheduler}" if args.dask_scheduler else f"with {workers} worker(s)"
-    print(f"wrote {out}: {count:,} tokens from {total_bytes:,} bytes {where}")
-    if count:
-        speed = f"{total_bytes / 1e6 / max(seconds, 1e-9):.1f} MB/s"
+    print(f"{wrote}: {count:,} tokens from {total_bytes:,} bytes {where}")
+    if count and encoded_bytes:
+        speed = f"{encoded_bytes / 1e6 / max(seconds, 1e-9):.1f} MB/s"
         if all(f.format == "txt" and f.compression is None for f in files):  # file bytes are text bytes
             print(f"  {total_bytes / count:.2f} bytes per token, {speed}")
         else:
             print(f"  {speed} of input files (see `bpe stats` for bytes of text per token)")
+
+
+def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> None:
+    """`bpe encode ... --out DIR`: a dataset directory (see `datasets.writer`), resumed if started."""
+    from tqdm import tqdm
+
+    from cs336_basics.datasets.writer import DatasetBusy
+
+    out = args.out if sources.is_url(args.out) else Path(args.out)
+    total_bytes = sum(f.size for f in files)
+    workers = args.workers or default_num_workers(total_bytes)
+    started = time.perf_counter()
+    with _executor(args) as executor, tqdm(
+        total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet
+    ) as bar:
+        try:
+            written = tokenizer.encode_dataset(
+                args.inputs, out, shard_size=args.shard_size, num_workers=workers, executor=executor,
+                text_field=args.text_field, dtype=args.dtype, overwrite=args.overwrite,
+                on_progress=lambda done: bar.update(done - bar.n),
+            )
+        except DatasetBusy as e:
+            raise CommandError(str(e)) from None
+        except KeyboardInterrupt:
+            bar.close()
+            _resumable.append(out)
+            raise
+    seconds = time.perf_counter() - started
+    _encode_summary(args, files, f"wrote {str(out).rstrip('/')}/ ({written.shards:,} shards, {written.documents:,} documents)",
+                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds)
+    if written.reused_bytes:
+        print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run "
+              f"({written.reused_shards:,} of {written.shards:,} shards whole)")
+
+
+def _byte_size(text: str) -> int:
+    """A size such as 256M, 64KiB or 1000 (bytes)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        value = int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 256M or 1000000, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
+    return value
 
 
 def cmd_decode(args: argparse.Namespace) -> None:
@@ -663,11 +722,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=cmd_train)
 
-    p = sub.add_parser("encode", help="encode text files into one NumPy token array")
+    p = sub.add_parser("encode", help="encode text files into one NumPy token array or a dataset directory")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{inputs_help}, encoded in order")
     corpus_options(p)
     p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
-    p.add_argument("--out", required=True, metavar="FILE.npy", help="the array to write")
+    p.add_argument("--out", required=True, metavar="FILE.npy|DIR",
+                   help="the array to write, or (not ending in .npy) a dataset directory of shards, resumable")
+    p.add_argument("--shard-size", type=_byte_size, metavar="SIZE",
+                   help="dataset directory: about this many bytes of ids per shard (default 256M)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="dataset directory: write it anew even if it was started with other settings")
     p.add_argument("--workers", type=_positive_int, help="processes (default: all cores)")
     p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="default: uint16 if ids fit")
     specials(p)
@@ -772,6 +836,7 @@ def add_dataset_commands(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _outputs.clear()
+    _resumable.clear()
     with _sigterm_as_interrupt():
         return _main(argv)
 
@@ -828,7 +893,10 @@ def _sigterm_as_interrupt():
 def _interrupted(error: BaseException | None = None) -> int:
     what, status = ("terminated (SIGTERM)", 143) if isinstance(error, Terminated) else ("interrupted", 130)
     written = _changed_outputs()
-    if written:
+    if _resumable:
+        print(f"bpe: {what}; run the same command again to finish {_resumable[0]} "
+              "(what is finished is kept)", file=sys.stderr)
+    elif written:
         print(f"bpe: {what} after the output was complete: {', '.join(map(str, written))}", file=sys.stderr)
     else:
         print(f"bpe: {what}; no output was written", file=sys.stderr)

@@ -120,3 +120,21 @@ def test_a_closed_port_is_refused_at_once():
         with dask_executor(f"tcp://127.0.0.1:{port}"):
             pass
     assert time.perf_counter() - started < 10
+
+
+def test_a_dataset_directory_on_the_cluster_resumes_to_the_same_bytes(client, tmp_path, shards, local_result):
+    """A run on the cluster, to a URL, that loses a worker part way, run again on the cluster, gives
+    the bytes of an uninterrupted run with local processes."""
+    from cs336_basics.bpe import Tokenizer
+    from tests.test_dataset_writer import files_of
+
+    tokenizer = Tokenizer(*local_result, [EOT])
+    tokenizer.encode_dataset(shards, tmp_path / "local", shard_size=300, num_workers=2)
+    out = f"file://{tmp_path}/dask"  # a URL, as a cluster's workers would write to an object store
+    with pytest.raises(WorkerError, match="KilledWorker"):
+        tokenizer.encode_dataset(shards, out, shard_size=300,
+                                 executor=FaultyExecutor(client.get_executor(), 12, kill=True))
+    assert not (tmp_path / "dask" / "manifest.json").exists()
+    written = tokenizer.encode_dataset(shards, out, shard_size=300, executor=client.get_executor())
+    assert written.reused_bytes > 0
+    assert files_of(tmp_path / "dask") == files_of(tmp_path / "local")

@@ -19,10 +19,13 @@ The manifest (JSON, keys in this order):
                      "separator_id": the first special token's id, or null}
     dtype           "uint16" or "uint32"
     shard_size      the target size of a shard on disk, in bytes
+    piece_size      the work units' target size, in bytes of input (how the inputs were cut)
     inputs          [{"path", "size", "mtime_ns", "units": how many work units it was cut into}]
     shards          [{"name": "shard-00000", "units": [first, stop) as indices into the corpus's
                      work units, "tokens", "documents": how many start in it, "sha256": of the ids
-                     file, "docs_sha256": of the document-starts file}]
+                     file, "docs_sha256": of the document-starts file, "bytes" and "docs_bytes":
+                     the two files' sizes, "before_next": {"any_document", "last_id"}, what the
+                     next shard's writer needs to know of the corpus up to here (see `writer`)}]
     totals          {"tokens", "documents", "shards"}
 """
 

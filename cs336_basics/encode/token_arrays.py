@@ -108,8 +108,11 @@ class _SharedCache:
         learned = cache.take_learned()
         if learned:
             record = pack_entries(learned)
-            self.own.write(len(record).to_bytes(8, "little") + record)
-            self.own.flush()
+            try:
+                self.own.write(len(record).to_bytes(8, "little") + record)
+                self.own.flush()
+            except OSError as e:  # a full disk: say which file
+                raise OSError(e.errno, e.strerror, str(self.folder / self.name)) from None
 
 
 def _init_worker(key: str, state: tuple, share_folder: str | None = None) -> None:
