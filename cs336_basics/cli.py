@@ -40,7 +40,7 @@ from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.corpora import executors, sources
 from cs336_basics.formats import pretrained
-from cs336_basics.formats.gpt2 import atomic_write_texts
+from cs336_basics.formats.staged import atomic_write_texts
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
 from cs336_basics.text import patterns
 from cs336_basics.text.surrogates import fix_surrogates
@@ -112,7 +112,7 @@ def _positive_int(text: str) -> int:
 
 def _writable_dir(path: Path) -> Path:
     """Check that `path` is a folder, or can be made one, where files can be created. Nothing is
-    created: the writers make the folder when they write (see `gpt2.folders_for`), so a run that
+    created: the writers make the folder when they write (see `staged.folders_for`), so a run that
     fails or is killed before then leaves no empty folder."""
     existing = path
     while not existing.exists() and existing != existing.parent:

@@ -82,6 +82,7 @@ def test_bpe_dataset_info_verify_convert(tmp_path, capsys):
 def test_bpe_dataset_convert_errors_are_one_line_and_write_nothing(tmp_path, capsys):
     directory = write_dataset(tmp_path / "ds", [[70_000, 1], [2]], 2, dtype="uint32", vocab_size=100_000)
     out = tmp_path / "out"
+    out.mkdir()
     assert main(["dataset", "convert", str(directory), "--format", "llmc", "--out", str(out / "l"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "token id 70000 does not fit llm.c" in err[0]

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cs336_basics.corpora import sources
-from cs336_basics.formats.gpt2 import temp_file_beside
+from cs336_basics.formats.staged import temp_file_beside
 
 
 def _open_local(fd: int):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from cs336_basics.corpora import executors, sources
-from cs336_basics.formats.gpt2 import folders_for, temp_file_beside
+from cs336_basics.formats.staged import folders_for, temp_file_beside
 
 _HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
 

@@ -1,18 +1,17 @@
 """The GPT-2 vocabulary and merges files (`vocab.json`, `merges.txt`): reading, checking and writing.
 
 Token bytes are written through GPT-2's byte-to-unicode table, so every byte string, valid UTF-8 or
-not, has a printable spelling; special tokens are written as their own text. Files are written to a
-temporary file in the same folder and renamed into place, so a crash never leaves half a file.
+not, has a printable spelling; special tokens are written as their own text. Files are written all
+or none (see `staged`).
 """
 
-import contextlib
 import hashlib
 import json
 import os
-import signal
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
+
+from cs336_basics.formats.staged import atomic_write_texts
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -46,79 +45,6 @@ def text_to_token(text: str) -> bytes | None:
         return bytes(_CHAR_TO_BYTE[c] for c in text)
     except KeyError:
         return None
-
-
-def temp_file_beside(path: Path) -> tuple[int, str]:
-    """Create a hidden temporary file in `path`'s folder, with the permissions a new file would get.
-
-    Returns (file descriptor, temporary path). Renaming it onto `path` replaces `path` atomically.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    if hasattr(os, "fchmod"):
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600 files
-    return fd, tmp
-
-
-@contextlib.contextmanager
-def folders_for(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
-    """Create the missing folders above each path for the block; if the block fails, remove those
-    it created that are still empty, so that a failed or interrupted write leaves no empty folder."""
-    made: list[Path] = []
-    for path in paths:
-        missing = []
-        folder = Path(path).parent
-        while not folder.exists() and folder != folder.parent:
-            missing.append(folder)
-            folder = folder.parent
-        for folder in reversed(missing):
-            folder.mkdir(exist_ok=True)
-            made.append(folder)
-    try:
-        yield
-    except BaseException:
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):  # not empty: something else was put there
-                folder.rmdir()
-        raise
-
-
-def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
-    """Write each text as UTF-8 to its path: all to temporary files in the same folders first, then
-    renamed into place one after another, so an interruption never leaves a partly written file.
-
-    SIGINT and SIGTERM wait until all are renamed. Only SIGKILL or a crash between two renames can
-    leave new and old files side by side; `save_vocab_and_merges` makes that detectable. Missing
-    folders are created, and removed again if the write fails (see `folders_for`).
-    """
-    with folders_for(files):
-        _write_and_rename(files)
-
-
-def _write_and_rename(files: dict[str | os.PathLike, str]) -> None:
-    written: list[tuple[str, Path]] = []
-    try:
-        for path, text in files.items():
-            path = Path(path)
-            fd, tmp = temp_file_beside(path)
-            written.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-        # Ctrl-C or SIGTERM between the renames would leave a new file beside an old one: defer them.
-        blocked = {signal.SIGINT, signal.SIGTERM}
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked) if hasattr(signal, "pthread_sigmask") else None
-        try:
-            for tmp, path in written:
-                os.replace(tmp, path)
-        finally:
-            if previous is not None:
-                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-    finally:
-        for tmp, _ in written:
-            Path(tmp).unlink(missing_ok=True)
 
 
 _VOCAB_SHA256 = "vocab-sha256="

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cs336_basics.formats import gpt2, hf
+from cs336_basics.formats import gpt2, hf, staged
 from cs336_basics.formats.tiktoken import load_ranks, ranks_from_vocab, recover_merges, vocab_from_ranks
 from cs336_basics.text import patterns
 
@@ -185,7 +185,7 @@ def save(
         vocab, merges, special_tokens, companions={"tokenizer.json": hf_text}
     )
     texts = {"vocab.json": vocab_text, "merges.txt": merges_text, "tokenizer.json": hf_text, **(extra_files or {})}
-    gpt2.atomic_write_texts({directory / name: text for name, text in texts.items()})
+    staged.atomic_write_texts({directory / name: text for name, text in texts.items()})
 
 
 def to_tiktoken(

@@ -1,24 +1,91 @@
-"""Output files written beside their final names and renamed into place together at the end, so a
-failed or interrupted write leaves the old files (or none), never a partly written one.
+"""Writing output files so that a failed or interrupted write leaves the old files (or none), never a
+partly written one: the one place that does it, for every file this package writes.
 
-The binary token formats (`megatron`, `llmc`) write through this; `gpt2.atomic_write_texts` does
-the same for whole texts held in memory.
+Each file is written to a hidden temporary file beside its final name, synced, and renamed into
+place; several files are renamed one after another, with Ctrl-C and SIGTERM held back until the
+last rename (`deferred_signals`), so only SIGKILL or a crash between two renames can leave new files
+beside old ones (`gpt2.save_vocab_and_merges` makes that detectable). Missing folders are created
+for the write and removed again if it fails (`folders_for`).
+
+Holding signals back is done with Python-level handlers, not the thread's signal mask: the kernel
+hands a signal to any thread that does not block it, and the native threads that libraries start
+(numpy's BLAS pool) block nothing, so a mask on the main thread alone lets Ctrl-C through.
 """
 
+import contextlib
 import os
 import signal
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from cs336_basics.formats.gpt2 import temp_file_beside
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+def temp_file_beside(path: Path) -> tuple[int, str]:
+    """Create a hidden temporary file in `path`'s folder, with the permissions a new file would get.
+
+    Returns (file descriptor, temporary path). Renaming it onto `path` replaces `path` atomically.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600 files
+    return fd, tmp
+
+
+@contextlib.contextmanager
+def folders_for(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
+    """Create the missing folders above each path for the block; if the block fails, remove those
+    it created that are still empty, so that a failed or interrupted write leaves no empty folder."""
+    made: list[Path] = []
+    for path in paths:
+        missing = []
+        folder = Path(path).parent
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+        for folder in reversed(missing):
+            folder.mkdir(exist_ok=True)
+            made.append(folder)
+    try:
+        yield
+    except BaseException:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # not empty: something else was put there
+                folder.rmdir()
+        raise
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the block: one that arrives meanwhile is delivered, to the
+    handler that was in place, when the block ends. Outside the main thread (where handlers cannot
+    be set, and which signals never interrupt) the block simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: arrived.append(signum)) for sig in _DEFERRED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:  # None: a handler not set from Python, which cannot be put back
+                signal.signal(sig, handler)
+        for sig in dict.fromkeys(arrived):
+            signal.raise_signal(sig)  # now to the handler in place: KeyboardInterrupt for Ctrl-C
 
 
 class StagedFiles:
     """Temporary files, each standing for a final path until `commit` renames them all.
 
     `open(path)` returns a binary file to write; `commit()` flushes, syncs and renames every one in
-    the order opened (SIGINT and SIGTERM wait until all are renamed); `abort()`, or leaving a `with`
-    block by an exception, deletes them.
+    the order opened, with Ctrl-C and SIGTERM deferred until all are renamed; `abort()`, or leaving
+    a `with` block by an exception, deletes them.
     """
 
     def __init__(self) -> None:
@@ -37,15 +104,9 @@ class StagedFiles:
                 f.flush()
                 os.fsync(f.fileno())
                 f.close()
-            blocked = {signal.SIGINT, signal.SIGTERM}
-            has_mask = hasattr(signal, "pthread_sigmask")
-            previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked) if has_mask else None
-            try:
+            with deferred_signals():
                 for _, tmp, path in self._files:
                     os.replace(tmp, path)
-            finally:
-                if previous is not None:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         finally:
             self.abort()
 
@@ -61,3 +122,12 @@ class StagedFiles:
 
     def __exit__(self, *exc) -> None:
         self.abort()
+
+
+def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
+    """Write each text as UTF-8 (with `\\n` line ends) to its path, all or none (see the module
+    docstring). Missing folders are created, and removed again if the write fails."""
+    with folders_for(files), StagedFiles() as staged:
+        for path, text in files.items():
+            staged.open(path).write(text.encode("utf-8"))
+        staged.commit()

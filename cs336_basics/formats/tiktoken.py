@@ -26,7 +26,8 @@ import os
 from itertools import repeat
 from pathlib import Path
 
-from cs336_basics.formats.gpt2 import MAX_TOKEN_ID, atomic_write_texts
+from cs336_basics.formats.gpt2 import MAX_TOKEN_ID
+from cs336_basics.formats.staged import atomic_write_texts
 
 
 def parse_ranks(data: bytes, *, source: str = "rank file") -> dict[bytes, int]:
