@@ -11,11 +11,20 @@
 """
 
 import os
+import signal
 
 import pytest
 
 _MUTATION_EXAMPLES = os.environ.get("BPE_MUTATION_EXAMPLES")
 _QUICK_EXAMPLES = 10
+
+
+def pytest_configure(config):
+    # A shell starts a background job (`pytest &`, some CI runners) with Ctrl-C ignored, and every
+    # process it starts inherits that, so the tests of what Ctrl-C does would see nothing happen.
+    # A handler of Python's own is reset to the default in the programs the tests start.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser):

@@ -32,6 +32,7 @@ from cs336_basics.corpora import executors, sources
 from cs336_basics.formats import hf
 from cs336_basics.text import patterns
 from cs336_basics.train.merge_log import read_merge_log, readable_token
+from tests.kill_target import release
 from tests.test_sources import DOCS, EOT, TEXT, VOCAB, WRITERS, write_jsonl, write_parquet
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -378,7 +379,7 @@ def test_special_tokens_outside_the_byte_table_survive_save_pretrained(tmp_path,
 
 def _spawn(args: list, cwd: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.Popen([sys.executable, *map(str, args)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, *map(str, args)], cwd=cwd, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -392,6 +393,7 @@ def _signal_at_first_write(args: list, cwd: Path, sig: int) -> tuple[int, str]:
             lines.append(line)
             if line.startswith("kill_target: paused at "):
                 proc.send_signal(sig)
+                release(proc)
                 break
         err = "".join(lines) + proc.communicate(timeout=60)[1]
     finally:

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.datasets import layout, store, writer
+from tests.kill_target import release
 from tests.test_sources import DOCS, EOT, VOCAB, WRITERS, write_jsonl, write_txt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -404,7 +405,7 @@ def test_two_runs_on_one_directory_are_refused(tmp_path, tokenizer, corpus, caps
 
 def _spawn(args: list[str]) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.Popen([sys.executable, str(KILL_TARGET), *args], env=env, stdin=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, str(KILL_TARGET), *args], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -444,6 +445,7 @@ def _kill_at(setup, out: Path, k: int, how: str) -> tuple[bool, str, int]:
                     proc.kill()
                 else:
                     os.killpg(proc.pid, signal.SIGKILL if how == "kill" else signal.SIGINT)
+                release(proc)
                 break
         if how == "command":  # its workers hold stderr open: do not wait for them to end
             proc.wait(timeout=60)

@@ -18,7 +18,6 @@ Run `uv run pytest tests/test_hostile_input.py -s` to see the measured times.
 """
 
 import ast
-import contextlib
 import json
 import os
 import pickle
@@ -43,6 +42,7 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main as bpe_main
 from cs336_basics.train.merge_log import read_merge_log
 from tests.common import FIXTURES_PATH, gpt2_bytes_to_unicode, gpt2_files, tiktoken_for, tiktoken_gpt2
+from tests.kill_target import release
 from tests.reference import reference_encode, reference_train_bpe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -954,9 +954,7 @@ def test_killed_during_the_final_write_leaves_old_or_new_output(kill_setup, comm
                     if line.startswith("kill_target: paused at "):
                         paused_at = line.removeprefix("kill_target: paused at ").strip()
                         proc.send_signal(sig)
-                        with contextlib.suppress(BrokenPipeError):  # gone already after SIGKILL
-                            proc.stdin.write("go on\n")
-                            proc.stdin.flush()
+                        release(proc)
                         break
                 err = "".join(lines) + proc.communicate(timeout=60)[1]
         finally:
