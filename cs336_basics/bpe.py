@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import executors, sources
+from cs336_basics.encode import engines
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.formats import gpt2
 from cs336_basics.text import patterns
@@ -421,6 +422,7 @@ class Tokenizer:
         text_field: str = "text",
         dtype: str | None = None,
         on_progress: Callable[[int], None] | None = None,
+        engine: "str | engines.Choice" = "auto",
     ) -> int:
         """Encode a corpus, in order, into one NumPy array file (`np.load(path, mmap_mode="r")`).
 
@@ -433,6 +435,11 @@ class Tokenizer:
         share the words they encode, see `token_arrays`); the array is uint16
         when every id fits (else uint32) unless `dtype` says otherwise. The output appears only
         when complete. Returns the number of tokens.
+
+        `engine`: "python" (ours), "tiktoken" (tiktoken's BPE over our vocabulary, one thread per
+        worker; refused, with the reason, where it cannot give our ids), "auto" (tiktoken where it
+        is installed and gives our ids, else ours), or a choice made by `engines.choose`, which
+        also says why. The ids are the same with each (see `encode/engines.py`).
         """
         from cs336_basics.encode.token_arrays import encode_files
 
@@ -445,8 +452,33 @@ class Tokenizer:
         )
         return encode_files(
             self, units, output_path, num_workers=num_workers, executor=executor, dtype=dtype,
-            on_progress=on_progress,
+            on_progress=on_progress, engine=engines.choose(self, engine),
         )
+
+    def encode_batch(
+        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
+    ) -> list[list[int]]:
+        """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging
+        Face's `encode_batch`). `engine` is as for `encode_file`; with `num_workers` above 1 the
+        texts are encoded by that many processes (tiktoken: threads), a batch of them at a time.
+
+        >>> tok.encode_batch(["hello", "world<|endoftext|>"])  # doctest: +SKIP
+        [[31373], [6894, 50256]]
+        """
+        if isinstance(texts, str):
+            raise TypeError(f"encode_batch takes a list of texts, not one str: write [{texts[:20]!r}]")
+        texts = list(texts)
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"encode_batch takes str texts, got {type(text).__name__}")
+        if type(num_workers) is not int or num_workers < 1:
+            raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+        choice = engines.choose(self, engine, threads=num_workers)
+        if choice.engine == "tiktoken" or num_workers == 1 or len(texts) < 2:
+            return [ids.tolist() for ids in engines.encode_texts(choice, self, texts)]
+        from cs336_basics.encode.token_arrays import encode_batch_in_processes
+
+        return encode_batch_in_processes(self, texts, num_workers)
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD.

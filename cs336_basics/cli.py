@@ -274,6 +274,9 @@ def cmd_encode(args: argparse.Namespace) -> None:
     _watch_outputs(out)
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
+    from cs336_basics.encode import engines
+
+    engine = engines.choose(tokenizer, args.engine)
     started = time.perf_counter()
     from tqdm import tqdm
 
@@ -282,7 +285,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
     ) as bar:
         count = tokenizer.encode_file(
             [f.path for f in files], out, num_workers=workers, executor=executor, text_field=args.text_field,
-            dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n),
+            dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n), engine=engine,
         )
     seconds = time.perf_counter() - started
     where = f"on the Dask cluster at {args.dask_scheduler}" if args.dask_scheduler else f"with {workers} worker(s)"
@@ -293,6 +296,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
             print(f"  {total_bytes / count:.2f} bytes per token, {speed}")
         else:
             print(f"  {speed} of input files (see `bpe stats` for bytes of text per token)")
+    print(f"  engine: {engine.engine} ({engine.reason})")
 
 
 def cmd_decode(args: argparse.Namespace) -> None:
@@ -546,6 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="FILE.npy", help="the array to write")
     p.add_argument("--workers", type=_positive_int, help="processes (default: all cores)")
     p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="default: uint16 if ids fit")
+    p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
+                   help="tiktoken's BPE over our vocabulary (same ids), ours, or tiktoken where it can give our ids (default)")
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_encode)
