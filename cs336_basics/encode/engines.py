@@ -70,7 +70,7 @@ class Choice:
     pat_str: str = ""
     ranks: "dict[bytes, int] | None" = field(default=None, repr=False)
     special_ids: "dict[str, int] | None" = None
-    differing: "re.Pattern[str] | None" = field(default=None, repr=False)
+    differing: "_Finder | None" = field(default=None, repr=False)
     strict: bool = False
     threads: int = 1
 
@@ -161,7 +161,7 @@ def choose(tokenizer, engine: str = "auto", *, threads: int = 1) -> Choice:
         pat_str,
         ranks,
         {token: ids[token.encode("utf-8")] for token in tokenizer.special_tokens},
-        _class_regex(differing) if differing else None,
+        _finder(differing) if differing else None,
         strict=engine == "tiktoken",
         threads=threads,
     )
@@ -188,17 +188,40 @@ def differing_characters(pattern: str) -> frozenset[str]:
     return frozenset(differ)
 
 
+@dataclass(frozen=True)
+class _Finder:
+    """Finds any of a set of characters: the ones in the Basic Multilingual Plane through one class
+    (which `re` turns into a table, one lookup per character), the others through a second class
+    tried only on text holding characters beyond that plane (`re` tests those range by range)."""
+
+    bmp: "re.Pattern[str] | None"
+    astral: "re.Pattern[str] | None"
+
+    def search(self, text: str) -> "re.Match[str] | None":
+        found = self.bmp.search(text) if self.bmp is not None else None
+        if self.astral is not None and _ASTRAL.search(text, 0, found.start() if found else len(text)):
+            return min(filter(None, [found, self.astral.search(text)]), key=lambda m: m.start(), default=None)
+        return found
+
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
 @lru_cache(maxsize=8)
-def _class_regex(characters: frozenset[str]) -> "re.Pattern[str]":
-    """A regex finding any of the characters, written as ranges (one search runs in C at the speed
-    of a scan, where a class of thousands of single characters is slow)."""
-    ranges: list[list[int]] = []
-    for c in sorted(map(ord, characters)):
-        if ranges and ranges[-1][1] == c - 1:
-            ranges[-1][1] = c
-        else:
-            ranges.append([c, c])
-    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]")
+def _finder(characters: frozenset[str]) -> _Finder:
+    def class_of(codes: list[int]) -> "re.Pattern[str] | None":
+        ranges: list[list[int]] = []
+        for c in codes:
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+        if not ranges:
+            return None
+        return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]")
+
+    codes = sorted(map(ord, characters))
+    return _Finder(class_of([c for c in codes if c < 0x10000]), class_of([c for c in codes if c >= 0x10000]))
 
 
 def encode_text(choice: Choice, tokenizer, text: str) -> np.ndarray:
@@ -242,7 +265,12 @@ def encode_texts(choice: Choice, tokenizer, texts: list[str]) -> list[np.ndarray
 def _document_encoder(choice: Choice, tokenizer):
     """A function from a document (no special tokens, no surrogates) to its ids as a uint32 array."""
     encoding, differing = warm_up(choice)
-    encode = encoding.encode_to_numpy
+    encode_ordinary = encoding.encode_ordinary
+
+    def encode(document: str) -> np.ndarray:
+        # A list turned into an array costs less than tiktoken's `encode_to_numpy`, which also
+        # looks for special tokens (measured: 0.163 against 0.196 CPU s on 2 MB of kernel source).
+        return np.array(encode_ordinary(document), dtype=np.uint32)
 
     def encode_document(document: str) -> np.ndarray:
         if differing is not None and not document.isascii():
