@@ -95,17 +95,7 @@ def train_bpe(
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
     """
-    special_tokens = validate_special_tokens(special_tokens)
-    pattern = patterns.canonical(pattern)
-    for token in special_tokens:
-        if len(token.encode("utf-8")) == 1:
-            raise ValueError(
-                f"special token {token!r} is a single byte, which is already token {ord(token)}; "
-                "special tokens for training need at least two bytes"
-            )
-    check_vocab_size(vocab_size, special_tokens)
-    if num_workers is not None and (type(num_workers) is not int or num_workers < 1):
-        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    special_tokens, pattern = _checked_training_options(special_tokens, pattern, vocab_size, num_workers)
     files = sources.resolve(input_path)
     size = sum(f.size for f in files)
     workers = default_num_workers(size) if num_workers is None else num_workers
@@ -125,6 +115,47 @@ def train_bpe(
             task_size=piece_size,
             on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
         )
+    return _train_from_counts(word_counts, vocab_size, special_tokens, workers, started, size, progress, stats,
+                              merge_log)
+
+
+def train_bpe_from_iterator(
+    documents: Iterable,
+    vocab_size: int,
+    special_tokens: list[str],
+    *,
+    pattern: str = "gpt2",
+    num_workers: int | None = None,
+    text_field: str = "text",
+    progress: bool = False,
+    stats: dict | None = None,
+    merge_log: list[tuple[int, int]] | None = None,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """`train_bpe` on documents from any iterable: a list, a generator, a `datasets` dataset.
+
+    Each item is one document: a str, or a mapping (a dataset's row) whose `text_field` holds
+    one. The merges are those of `train_bpe` on a `.txt` of the documents joined by the first
+    special token (with none, of a `.jsonl` of them: each stays a document of its own). Batches of
+    documents go to `num_workers` processes (default: all cores), a few at a time, so memory
+    stays flat on an endless stream. The options are `train_bpe`'s.
+
+    >>> vocab, merges = train_bpe_from_iterator((row["text"] for row in rows), 10_000, ["<|endoftext|>"])  # doctest: +SKIP
+    """
+    special_tokens, pattern = _checked_training_options(special_tokens, pattern, vocab_size, num_workers)
+    if isinstance(documents, (str, bytes, os.PathLike)):
+        raise TypeError("train_bpe_from_iterator takes an iterable of documents; for a file or folder use train_bpe")
+    workers = num_workers or default_num_workers(_PARALLEL_MIN_BYTES)
+    started = time.perf_counter()
+    word_counts = counting.count_documents(
+        documents, special_tokens=special_tokens, pattern=pattern, num_workers=workers, text_field=text_field
+    )
+    return _train_from_counts(word_counts, vocab_size, special_tokens, workers, started, None, progress, stats,
+                              merge_log)
+
+
+def _train_from_counts(word_counts, vocab_size, special_tokens, workers, started, size, progress, stats, merge_log):
+    """The merges and vocabulary learned from pre-token counts (the part `train_bpe` and
+    `train_bpe_from_iterator` share once the corpus is counted)."""
     distinct = len(word_counts)
     wanted = stats is not None or merge_log is not None
     corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
@@ -155,7 +186,7 @@ def train_bpe(
             merge_seconds=time.perf_counter() - counted,
             distinct_pretokens=distinct,
             pretoken_bytes=corpus_bytes,
-            input_bytes=size,
+            input_bytes=corpus_bytes if size is None else size,
             num_workers=workers,
         )
 
@@ -165,6 +196,22 @@ def train_bpe(
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     return vocab, merges
+
+
+def _checked_training_options(special_tokens, pattern, vocab_size, num_workers) -> tuple[list[str], str]:
+    """The special tokens as a list and the canonical pattern; ValueError for anything wrong."""
+    special_tokens = validate_special_tokens(special_tokens)
+    pattern = patterns.canonical(pattern)
+    for token in special_tokens:
+        if len(token.encode("utf-8")) == 1:
+            raise ValueError(
+                f"special token {token!r} is a single byte, which is already token {ord(token)}; "
+                "special tokens for training need at least two bytes"
+            )
+    check_vocab_size(vocab_size, special_tokens)
+    if num_workers is not None and (type(num_workers) is not int or num_workers < 1):
+        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    return special_tokens, pattern
 
 
 def _progress_bar(enabled: bool, **kwargs):
