@@ -419,10 +419,10 @@ def count_documents(
     own (also cut at the special tokens it holds), as the counts of a `.txt` of them joined by the
     first special token.
 
-    This process reads the iterable and hands batches of documents to `num_workers` forked
-    processes through a bounded queue, so memory stays flat on an endless stream; each worker
-    counts all its batches into one table and sends it back packed at the end. With one worker,
-    this process counts.
+    This process reads the iterable and hands batches of documents to `num_workers - 1` forked
+    processes through a queue bounded at a few batches per worker, so memory stays flat on an
+    endless stream; when the queue is full, it counts the batch itself. Each process counts all
+    its batches into one table; the workers send theirs back packed at the end.
     """
     pretokenizer = patterns.get(pattern)
     special_re = special_token_regex(special_tokens)
@@ -439,20 +439,29 @@ def count_documents(
         return total
 
     ctx = executors.process_context()
-    tasks = ctx.Queue(maxsize=_BATCHES_PER_WORKER * num_workers)
+    tasks = ctx.Queue(maxsize=_BATCHES_PER_WORKER * (num_workers - 1))
     results = ctx.Queue()
     allocator.release_freed_memory()
     workers = [ctx.Process(target=_count_queued, args=(tasks, results, pattern, list(special_tokens)), daemon=True)
-               for _ in range(num_workers)]
+               for _ in range(num_workers - 1)]
     for worker in workers:
         worker.start()
+    # This process counts too, whenever the workers have all the batches they can hold: one
+    # process fewer holds a table (as for files), and none waits while another has work.
+    own = _Counts(pretokenizer)
     pending: list[PackedCounts] = []
     try:
         for batch in batches:
-            _put(tasks, batch, workers, results)
+            try:
+                tasks.put_nowait(batch)
+            except queue.Full:
+                _add_documents(own, batch, special_re, separator)
+            del batch
         for _ in workers:
             _put(tasks, None, workers, results)
-        while len(pending) < len(workers):
+        pending.append(pack_counts(own.total()))
+        del own
+        while len(pending) < len(workers) + 1:
             pending.append(_get(results, workers))
         for worker in workers:
             worker.join()
