@@ -485,8 +485,9 @@ class Tokenizer:
 
         `engine`: "python" (ours), "tiktoken" (tiktoken's BPE over our vocabulary, one thread per
         worker; refused, with the reason, where it cannot give our ids), "auto" (tiktoken where it
-        is installed and gives our ids, else ours), or a choice made by `engines.choose`, which
-        also says why. The ids are the same with each (see `encode/engines.py`).
+        is installed and gives our ids, on inputs of 4 MB or more; else ours), or a choice made by
+        `engines.choose`, which also says why. The ids are the same with each (see
+        `encode/engines.py`).
         """
         from cs336_basics.encode.token_arrays import encode_files
 
@@ -499,15 +500,16 @@ class Tokenizer:
         )
         return encode_files(
             self, units, output_path, num_workers=num_workers, executor=executor, dtype=dtype,
-            on_progress=on_progress, engine=engines.choose(self, engine),
+            on_progress=on_progress, engine=engines.choose(self, engine, input_bytes=sum(f.size for f in files)),
         )
 
     def encode_batch(
         self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
     ) -> list[list[int]]:
         """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging
-        Face's `encode_batch`). `engine` is as for `encode_file`; with `num_workers` above 1 the
-        texts are encoded by that many processes (tiktoken: threads), a batch of them at a time.
+        Face's `encode_batch`). `engine` is as for `encode_file` (the texts' characters count as
+        bytes for "auto"); with `num_workers` above 1 the texts are encoded by that many processes
+        (tiktoken: threads), a batch of them at a time.
 
         >>> tok.encode_batch(["hello", "world<|endoftext|>"])  # doctest: +SKIP
         [[31373], [6894, 50256]]
@@ -520,7 +522,7 @@ class Tokenizer:
                 raise TypeError(f"encode_batch takes str texts, got {type(text).__name__}")
         if type(num_workers) is not int or num_workers < 1:
             raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
-        choice = engines.choose(self, engine, threads=num_workers)
+        choice = engines.choose(self, engine, threads=num_workers, input_bytes=sum(map(len, texts)))
         if choice.engine == "tiktoken" or num_workers == 1 or len(texts) < 2:
             return [ids.tolist() for ids in engines.encode_texts(choice, self, texts)]
         from cs336_basics.encode.token_arrays import encode_batch_in_processes

@@ -276,7 +276,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
     workers = args.workers or default_num_workers(total_bytes)
     from cs336_basics.encode import engines
 
-    engine = engines.choose(tokenizer, args.engine)
+    engine = engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
     started = time.perf_counter()
     from tqdm import tqdm
 

@@ -196,6 +196,13 @@ def test_unknown_engines_and_bad_thread_counts_are_refused(tokenizers):
         tok.encode_file(FIXTURES_PATH / "english.txt", "/nonexistent/x.npy", engine="fast")
 
 
+def test_auto_leaves_small_inputs_to_python(tokenizers):
+    tok = tokenizers["gpt2"]
+    assert engines.choose(tok, "auto", input_bytes=engines.AUTO_MIN_BYTES - 1).engine == "python"
+    assert engines.choose(tok, "auto", input_bytes=engines.AUTO_MIN_BYTES).engine == "tiktoken"
+    assert engines.choose(tok, "tiktoken", input_bytes=10).engine == "tiktoken"
+
+
 def test_python_is_always_python(tokenizers):
     assert engines.choose(tokenizers["o200k"], "python") == engines.Choice("python", "asked for")
 
@@ -205,8 +212,10 @@ def test_cli_names_the_engine_and_refuses_with_the_reason(tmp_path, trained, cap
     Tokenizer(vocab, merges, [EOT]).save_pretrained(tmp_path / "tok")
     english = str(FIXTURES_PATH / "english.txt")
     argv = ["encode", "--tokenizer", str(tmp_path / "tok"), english, "--out", str(tmp_path / "a.npy"), "--quiet"]
-    assert main(argv) == 0
-    assert "engine: tiktoken (tiktoken is installed and gives our ids)" in capsys.readouterr().out
+    assert main(argv) == 0  # 133 KB: under auto's threshold
+    assert "engine: python (the input is under 4 MB, where checking that tiktoken gives our ids" in capsys.readouterr().out
+    assert main([*argv, "--engine", "tiktoken"]) == 0
+    assert "engine: tiktoken (asked for)" in capsys.readouterr().out
     assert main([*argv, "--engine", "python"]) == 0
     assert "engine: python (asked for)" in capsys.readouterr().out
     custom = tmp_path / "custom"
