@@ -224,3 +224,20 @@ def test_cli_names_the_engine_and_refuses_with_the_reason(tmp_path, trained, cap
     assert main([*argv, "--engine", "tiktoken"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("bpe: engine 'tiktoken' cannot give this tokenizer's ids: a custom regex") and "Traceback" not in err
+
+
+@pytest.mark.slow  # checking that GPT-2's 50 000 ids are ranks takes about a second
+def test_gpt2_s_vocabulary_on_the_fixtures(tmp_path):
+    from tests.common import gpt2_files, tiktoken_gpt2
+
+    encoder_json, vocab_bpe = gpt2_files()
+    tok = Tokenizer.from_files(encoder_json, vocab_bpe, [EOT])
+    choice = engines.choose(tok, "tiktoken")
+    for fixture in FIXTURES:
+        text = (FIXTURES_PATH / fixture).read_text(encoding="utf-8")
+        ids = engines.encode_text(choice, tok, text).tolist()
+        assert ids == tok.encode(text) == tiktoken_gpt2().encode(text, allowed_special="all")
+    corpus = [FIXTURES_PATH / f for f in FIXTURES]
+    tok.encode_file(corpus, tmp_path / "a.npy", num_workers=2, piece_size=16384, engine=choice)
+    tok.encode_file(corpus, tmp_path / "b.npy", num_workers=1, engine="python")
+    assert np.load(tmp_path / "a.npy").tolist() == np.load(tmp_path / "b.npy").tolist()
