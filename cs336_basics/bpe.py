@@ -115,7 +115,9 @@ def train_bpe(
             task_size=piece_size,
             on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
         )
-    return _train_from_counts(word_counts, vocab_size, special_tokens, workers, started, size, progress, stats,
+    handed_over = [word_counts]  # the only reference: the merge loop may free the counts (see below)
+    del word_counts
+    return _train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress, stats,
                               merge_log)
 
 
@@ -146,16 +148,18 @@ def train_bpe_from_iterator(
         raise TypeError("train_bpe_from_iterator takes an iterable of documents; for a file or folder use train_bpe")
     workers = num_workers or default_num_workers(_PARALLEL_MIN_BYTES)
     started = time.perf_counter()
-    word_counts = counting.count_documents(
+    handed_over = [counting.count_documents(
         documents, special_tokens=special_tokens, pattern=pattern, num_workers=workers, text_field=text_field
-    )
-    return _train_from_counts(word_counts, vocab_size, special_tokens, workers, started, None, progress, stats,
+    )]
+    return _train_from_counts(handed_over, vocab_size, special_tokens, workers, started, None, progress, stats,
                               merge_log)
 
 
-def _train_from_counts(word_counts, vocab_size, special_tokens, workers, started, size, progress, stats, merge_log):
-    """The merges and vocabulary learned from pre-token counts (the part `train_bpe` and
+def _train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress, stats, merge_log):
+    """The merges and vocabulary learned from pre-token counts, given as the one item of the list
+    `handed_over`, which holds the only reference to them (the part `train_bpe` and
     `train_bpe_from_iterator` share once the corpus is counted)."""
+    word_counts = handed_over.pop()
     distinct = len(word_counts)
     wanted = stats is not None or merge_log is not None
     corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0

@@ -131,3 +131,21 @@ def test_a_worker_that_dies_is_a_worker_error(monkeypatch):
     monkeypatch.setattr(counting, "_count_queued", die)
     with pytest.raises(WorkerError, match="a worker process died"):
         train_bpe_from_iterator(["x y"] * 100, 300, [EOT], num_workers=2)
+
+
+def test_the_counts_are_handed_over_to_the_merge_loop(monkeypatch):
+    # As for train_bpe: the merge loop may free the counts once copied, so nothing else holds them.
+    import sys
+
+    from cs336_basics import bpe
+
+    seen = {}
+    real = bpe.train_merges
+
+    def spy(word_counts, *args, **kwargs):
+        seen["refs"] = sys.getrefcount(word_counts)  # this frame's name and getrefcount's argument
+        return real(word_counts, *args, **kwargs)
+
+    monkeypatch.setattr(bpe, "train_merges", spy)
+    train_bpe_from_iterator(["the cat sat on the mat"] * 20, 270, [EOT], num_workers=1)
+    assert seen["refs"] == 2
