@@ -54,8 +54,7 @@ _CLASSES = {
 @dataclass(frozen=True)
 class Choice:
     """The engine that runs ("python" or "tiktoken"), why, and what a worker needs to run it: plain
-    data that pickles small, from which each process builds the `tiktoken.Encoding` once (see
-    `_encoding`).
+    data that pickles, from which each process builds the `tiktoken.Encoding` once (see `warm_up`).
 
     For tiktoken: `key` names the encoding, `pat_str` and `ranks` build it (our ids as ranks, no
     special tokens: we cut at those ourselves), `special_ids` are the special tokens' ids,
