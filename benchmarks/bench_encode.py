@@ -26,10 +26,19 @@ With --pattern NAME (gpt2, cl100k, o200k, none or a regex) both sides keep GPT-2
 pre-tokenize with that pattern instead: tiktoken gets its regex ("none" as `[\s\S]+`, one piece
 per document).
 
-With --file-workers 1,2 each run also times `Tokenizer.encode_file` (a fresh Tokenizer, the whole
-corpus into a temporary .npy) with that many worker processes, and checks its array too. Add
---file-only to time only encode_file against tiktoken (for large corpora, e.g. 128 MB with
---file-workers 2: tiktoken's single thread is the anchor); the arrays are compared as NumPy arrays.
+With --file-workers 1,2 each run also times `Tokenizer.encode_file` with the Python engine (a fresh
+Tokenizer, the whole corpus into a temporary .npy) with that many worker processes, and checks its
+array too.
+
+Add --file-only to time only encode_file, for large corpora (128 MB, 1 GB): the file is never held
+whole. Each run times, alternating: tiktoken's one thread on the file read in blocks of 4 MiB cut
+before a special token (the anchor), two processes each running tiktoken on half of the file (the
+best two workers could do), and encode_file with each engine of --engines (python, tiktoken, auto)
+and each worker count of --file-workers. The engine is chosen before the clock starts and its cost
+is printed apart. Each array is checked once against tiktoken's ids, block by block. The table
+gives each median's ratio to both anchors: every ratio the README's table shows, from one run:
+
+    uv run python benchmarks/bench_encode.py code128.txt --runs 3 --file-workers 2 --file-only --engines python,tiktoken
 
 Prints the median throughput (MB/s, MB = 10^6 bytes of UTF-8) of each, the ratios ours/tiktoken,
 the median CPU seconds of each and their ratio to tiktoken's (which leave out the time spent waiting
@@ -53,6 +62,7 @@ import tiktoken
 import tiktoken.load
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.encode import engines
 from cs336_basics.text.patterns import regex_string
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -154,6 +164,8 @@ def main() -> None:
     parser.add_argument("--encoding", choices=sorted(_RANK_URLS), help="a pretrained encoding instead of GPT-2's")
     parser.add_argument("--pattern", default="gpt2", help="GPT-2's ranks with this pattern: gpt2, cl100k, o200k, none or a regex")
     parser.add_argument("--file-only", action="store_true", help="time only encode_file (see --file-workers) and tiktoken")
+    parser.add_argument("--engines", default="python",
+                        help="with --file-only: encode_file's engines to time, e.g. python,tiktoken (default python)")
     args = parser.parse_args()
     if args.file_only and not args.file_workers:
         parser.error("--file-only needs --file-workers")
@@ -175,6 +187,12 @@ def main() -> None:
             return load_ours(args.pattern)
 
         theirs = load_tiktoken(args.pattern)
+    if args.file_only and not args.max_mb:  # the corpus may be gigabytes: never hold it whole
+        num_bytes = os.path.getsize(args.corpus)
+        print(f"corpus {args.corpus}: {num_bytes / 1e6:.1f} MB, {args.runs} runs, encoding "
+              f"{args.encoding or 'gpt2 (local files)'}, pattern {args.encoding or args.pattern}\n")
+        file_only(args, theirs, make_ours, Path(args.corpus), file_workers, num_bytes, scratch.name)
+        return
     text = read_text(args.corpus, args.max_mb)
     num_bytes = len(text.encode("utf-8"))
     ours = make_ours()
@@ -191,7 +209,8 @@ def main() -> None:
     reference: list[int] | None = None  # tiktoken's ids
     mismatch: tuple[int, list[int]] | None = None  # first differing position and our ids there
     if args.file_only:
-        file_only(args, theirs, make_ours, text, corpus_path, file_workers, num_bytes, scratch.name)
+        del text
+        file_only(args, theirs, make_ours, corpus_path, file_workers, num_bytes, scratch.name)
         return
     for run in range(1, args.runs + 1):
         seconds, ours_ids = timed(ours.encode, text)
@@ -205,7 +224,7 @@ def main() -> None:
             fresh = make_ours()
             out = Path(scratch.name) / "ids.npy"
             start, start_cpu = time.perf_counter(), cpu_seconds()
-            fresh.encode_file(corpus_path, out, num_workers=workers)
+            fresh.encode_file(corpus_path, out, num_workers=workers, engine="python")
             file_seconds[workers].append((time.perf_counter() - start, cpu_seconds() - start_cpu))
             file_ids[workers] = np.load(out).tolist()
         files = "".join(f", encode_file x{w} {s[-1][0]:.3f} s" for w, s in file_seconds.items())
@@ -259,44 +278,125 @@ def cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def file_only(args, theirs, make_ours, text, corpus_path, file_workers, num_bytes, scratch) -> None:
-    """Time `encode_file` (a fresh Tokenizer each run) with each worker count against tiktoken's
-    one-thread `encode` of the same text, alternating; compare the arrays."""
-    file_seconds: dict[int, list[float]] = {w: [] for w in file_workers}
-    file_cpu: dict[int, list[float]] = {w: [] for w in file_workers}
-    tiktoken_seconds: list[float] = []
-    tiktoken_cpu: list[float] = []
+def tiktoken_stream(encoding: tiktoken.Encoding, path: Path, start: int, end: int, on_ids=None) -> int:
+    """tiktoken's ids of bytes [start, end) of the file (a special token starts at each end), read
+    in blocks of about 4 MiB cut before a special token, so memory stays flat on gigabytes; the
+    number of ids. `on_ids(array)` receives each block's ids."""
+    special = END_OF_TEXT.encode()
+    count = 0
+    rest = b""
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0 or rest:
+            data = f.read(min(4 << 20, left)) if left > 0 else b""
+            left -= len(data)
+            data = rest + data
+            cut = data.rfind(special, 1) if left > 0 else len(data)
+            if cut <= 0:  # no special token yet in what is held: read on
+                rest = data
+                continue
+            ids = encoding.encode_to_numpy(data[:cut].decode("utf-8"), allowed_special="all")
+            count += len(ids)
+            if on_ids is not None:
+                on_ids(ids)
+            rest = data[cut:]
+    return count
+
+
+def middle_cut(path: Path) -> int:
+    """The offset of the first special token after the middle of the file (its size if none)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(size // 2)
+        offset = size // 2
+        while block := f.read(1 << 20):
+            i = block.find(END_OF_TEXT.encode())
+            if i != -1:
+                return offset + i
+            offset += len(block) - len(END_OF_TEXT)
+            f.seek(offset)
+    return size
+
+
+def tiktoken_in_halves(encoding: tiktoken.Encoding, path: Path) -> None:
+    """Two processes, each running tiktoken (one thread) on its half of the file: what two workers
+    could do at best, before any reading, cutting and writing of ours."""
+    import multiprocessing
+
+    cut = middle_cut(path)
+    ctx = multiprocessing.get_context("fork")
+    halves = [ctx.Process(target=tiktoken_stream, args=(encoding, path, a, b))
+              for a, b in ((0, cut), (cut, path.stat().st_size))]
+    for process in halves:
+        process.start()
+    for process in halves:
+        process.join()
+
+
+def same_as_tiktoken(encoding: tiktoken.Encoding, path: Path, ours: np.ndarray) -> bool:
+    """Whether our array equals tiktoken's ids of the file, compared block by block."""
+    position = 0
+    same = True
+
+    def compare(ids: np.ndarray) -> None:
+        nonlocal position, same
+        same = same and bool((ours[position:position + len(ids)] == ids).all())
+        position += len(ids)
+
+    count = tiktoken_stream(encoding, path, 0, path.stat().st_size, compare)
+    return same and count == len(ours)
+
+
+def file_only(args, theirs, make_ours, corpus_path, file_workers, num_bytes, scratch) -> None:
+    """Time `encode_file` (a fresh Tokenizer each run) with each engine and worker count against
+    tiktoken's one-thread encoding of the same file (read in blocks, as ours is) and against two
+    processes each running tiktoken on half of it, alternating; check each array once against
+    tiktoken's ids (not timed)."""
+    engine_names = [e for e in args.engines.split(",") if e]
+    for engine in engine_names:
+        start = time.perf_counter()
+        choice = engines.choose(make_ours(), engine)
+        print(f"engine {engine}: {choice.engine} ({choice.reason}); chosen in {time.perf_counter() - start:.2f} s "
+              "(for tiktoken: checking that the ids are ranks, and finding the characters whose Unicode class "
+              "differs between the engines; once per tokenizer and process)")
+    rows = {("tiktoken (1 thread)", None, None): [], ("tiktoken, 2 processes on halves", None, None): [],
+            **{(f"ours, encode_file, {e}, {w} worker(s)", e, w): [] for e in engine_names for w in file_workers}}
     identical = True
     for run in range(1, args.runs + 1):
-        (seconds, cpu), tiktoken_ids = timed(lambda t: theirs.encode(t, allowed_special="all"), text)
-        tiktoken_seconds.append(seconds)
-        tiktoken_cpu.append(cpu)
-        reference = np.array(tiktoken_ids, dtype=np.uint32)
-        del tiktoken_ids
-        for workers in file_workers:
-            fresh = make_ours()
-            out = Path(scratch) / "ids.npy"
+        for key, times in rows.items():
+            label, engine, workers = key
             cpu = cpu_seconds()
             start = time.perf_counter()
-            fresh.encode_file(corpus_path, out, num_workers=workers)
-            file_seconds[workers].append(time.perf_counter() - start)
-            file_cpu[workers].append(cpu_seconds() - cpu)
-            ours = np.load(out)
-            identical = identical and ours.shape == reference.shape and bool((ours == reference).all())
-            del ours
-        files = "".join(f", encode_file x{w} {s[-1]:.3f} s" for w, s in file_seconds.items())
-        print(f"run {run}/{args.runs}: tiktoken {tiktoken_seconds[-1]:.3f} s{files}", flush=True)
-        del reference
-    tiktoken_time = statistics.median(tiktoken_seconds)
-    print(f"\n{'encoder':<38} {'MB/s':>10} {'runs':>5} {'time / tiktoken':>16} {'CPU s (all processes)':>22}")
-    rows = [*((f"ours, encode_file, {w} worker(s), cold", s, file_cpu[w]) for w, s in file_seconds.items()),
-            ("tiktoken (1 thread)", tiktoken_seconds, tiktoken_cpu)]
-    for label, seconds, cpu in rows:
-        print(f"{label:<38} {mb_per_s(num_bytes, seconds)} {len(seconds):>5} "
-              f"{statistics.median(seconds) / tiktoken_time:16.3f} {statistics.median(cpu):22.2f}")
-    print("(MB/s, times and CPU seconds are medians; time / tiktoken below 1 means ours is faster. On a\n"
-          " machine shared with other work, the CPU seconds, ours summed over the worker processes, show\n"
-          " what the wall clock cannot)")
+            if engine is None and "halves" in label:
+                tiktoken_in_halves(theirs, corpus_path)
+            elif engine is None:
+                tiktoken_stream(theirs, corpus_path, 0, corpus_path.stat().st_size)
+            else:
+                out = Path(scratch) / "ids.npy"
+                fresh = make_ours()
+                # Building the Tokenizer and choosing the engine (checking once per tokenizer that
+                # the ids are ranks, timed apart below) are not timed here.
+                choice = engines.choose(fresh, engine)
+                start = time.perf_counter()
+                cpu = cpu_seconds()
+                fresh.encode_file(corpus_path, out, num_workers=workers, engine=choice)
+            times.append((time.perf_counter() - start, cpu_seconds() - cpu))
+            if engine is not None and run == 1:
+                identical = identical and same_as_tiktoken(theirs, corpus_path, np.load(out, mmap_mode="r"))
+        print(f"run {run}/{args.runs}: " + ", ".join(f"{label} {times[-1][0]:.2f} s" for (label, _, _), times in rows.items()),
+              flush=True)
+    medians = {key: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for key, t in rows.items()}
+    single = medians[("tiktoken (1 thread)", None, None)][0]
+    halves = medians[("tiktoken, 2 processes on halves", None, None)][0]
+    print(f"\n{'encoder':<42} {'MB/s':>8} {'runs':>5} {'time / tiktoken 1 thread':>25} {'time / halves':>14} "
+          f"{'CPU s (all processes)':>22}")
+    for key, (wall, cpu) in medians.items():
+        print(f"{key[0]:<42} {num_bytes / 1e6 / wall:8.2f} {len(rows[key]):>5} {wall / single:25.3f} "
+              f"{wall / halves:14.3f} {cpu:22.2f}")
+    print("(medians; time / tiktoken 1 thread below 1 means faster than tiktoken's one thread; time / halves is\n"
+          " against two processes each running tiktoken on half the file, the best two workers could do: what\n"
+          " is above 1 is our reading, cutting and writing. CPU seconds are summed over the worker processes)")
     print(f"\nids identical: {'yes' if identical else 'NO'}")
     if not identical:
         sys.exit(1)

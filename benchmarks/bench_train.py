@@ -3,7 +3,8 @@
 Run it with:
 
     uv run --group bench python benchmarks/bench_train.py CORPUS [--vocab-size 10000] [--special-token "<|endoftext|>"]
-        [--runs 3] [--workers N] [--only ours,hf,rustbpe,rustbpe-stream] [--phases] [--check-merges] [--pattern NAME]
+        [--runs 3] [--workers N] [--only ours,hf,rustbpe,rustbpe-stream,ours-iter] [--phases] [--check-merges]
+        [--pattern NAME]
 
     e.g. uv run --group bench python benchmarks/bench_train.py /tmp/bench/corpus32.txt --runs 3 --phases
 
@@ -29,7 +30,8 @@ Things to keep in mind when reading the numbers:
   clock starts (and keeps the whole text in memory, which counts toward its RSS). `rustbpe-stream`
   (not run by default; ask for it with --only) is rustbpe given a generator that reads the file 1 MiB
   at a time and yields its documents, so its reading is timed and its memory is its own: the anchor
-  for corpora of gigabytes.
+  for corpora of gigabytes. `ours-iter` (also asked for with --only) is our `train_bpe_from_iterator`
+  given that same generator; the script prints its time and memory against `ours` on the file.
 - hf reads the file line by line, so a whitespace run containing a newline is cut at the newline;
   its pre-token counts, hence merges, can differ slightly from ours and rustbpe's.
 - Forked worker processes share memory pages with their parent; summing RSS counts those pages once
@@ -55,9 +57,10 @@ import time
 import psutil
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-TRAINERS = ["ours", "hf", "rustbpe", "rustbpe-stream"]
+TRAINERS = ["ours", "hf", "rustbpe", "rustbpe-stream", "ours-iter"]
 DEFAULT_TRAINERS = ["ours", "hf", "rustbpe"]
-MODULES = {"ours": "cs336_basics.bpe", "hf": "tokenizers", "rustbpe": "rustbpe", "rustbpe-stream": "rustbpe"}
+MODULES = {"ours": "cs336_basics.bpe", "hf": "tokenizers", "rustbpe": "rustbpe", "rustbpe-stream": "rustbpe",
+           "ours-iter": "cs336_basics.bpe"}
 POLL_SECONDS = 0.05
 MIB = 1 << 20
 
@@ -85,6 +88,18 @@ def train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: i
     from cs336_basics.bpe import train_bpe
 
     (_, merges), times = timed(lambda: train_bpe(path, vocab_size, special_tokens, num_workers=workers, pattern=pattern))
+    return {**times, "merges": len(merges)}
+
+
+def train_ours_from_iterator(path: str, vocab_size: int, special_tokens: list[str], workers: int | None,
+                             pattern: str) -> dict:
+    """Our train_bpe_from_iterator given the documents of the file as a generator that reads it
+    1 MiB at a time (timed, as `rustbpe-stream` is): the same documents as `ours` reads."""
+    from cs336_basics.bpe import train_bpe_from_iterator
+
+    documents = streamed_documents(path, special_tokens)
+    (_, merges), times = timed(lambda: train_bpe_from_iterator(documents, vocab_size, special_tokens,
+                                                               num_workers=workers, pattern=pattern))
     return {**times, "merges": len(merges)}
 
 
@@ -184,7 +199,7 @@ def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: 
 
 
 CHILD_FUNCTIONS = {"ours": train_ours, "hf": train_hf, "rustbpe": train_rustbpe, "rustbpe-stream": train_rustbpe_streamed,
-                   "phases": ours_phases}
+                   "ours-iter": train_ours_from_iterator, "phases": ours_phases}
 
 
 def run_child(name: str, args: argparse.Namespace) -> None:
@@ -265,6 +280,11 @@ def print_table(results: dict[str, list[dict]]) -> None:
     if "ours" not in medians:
         return
     print()
+    if "ours-iter" in medians:
+        iterator = medians["ours-iter"]
+        print(f"ours-iter/ours (training from an iterator of the same documents against the file): "
+              f"{iterator[0] / medians['ours'][0]:.2f}x the time, {iterator[1] / medians['ours'][1]:.2f}x the tree RSS, "
+              f"{iterator[2] / medians['ours'][2]:.2f}x the CPU time (medians)")
     for anchor in ("hf", "rustbpe", "rustbpe-stream"):
         if anchor in medians:
             time_ratio = medians["ours"][0] / medians[anchor][0]
@@ -307,7 +327,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="timed runs per trainer")
     parser.add_argument("--workers", type=int, default=None, help="processes (ours) / threads (anchors)")
     parser.add_argument("--only", default=",".join(DEFAULT_TRAINERS),
-                        help="comma-separated subset of ours,hf,rustbpe,rustbpe-stream")
+                        help="comma-separated subset of ours,hf,rustbpe,rustbpe-stream,ours-iter")
     parser.add_argument("--phases", action="store_true", help="also time our phases in one extra run")
     parser.add_argument("--check-merges", action="store_true", help="check ours gives the same merges with 1 and 2 workers")
     parser.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2, cl100k, o200k, none or a regex")

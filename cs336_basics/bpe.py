@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import executors, sources
+from cs336_basics.encode import engines
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.formats import gpt2
 from cs336_basics.text import patterns
@@ -95,17 +96,7 @@ def train_bpe(
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
     """
-    special_tokens = validate_special_tokens(special_tokens)
-    pattern = patterns.canonical(pattern)
-    for token in special_tokens:
-        if len(token.encode("utf-8")) == 1:
-            raise ValueError(
-                f"special token {token!r} is a single byte, which is already token {ord(token)}; "
-                "special tokens for training need at least two bytes"
-            )
-    check_vocab_size(vocab_size, special_tokens)
-    if num_workers is not None and (type(num_workers) is not int or num_workers < 1):
-        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    special_tokens, pattern = _checked_training_options(special_tokens, pattern, vocab_size, num_workers)
     files = sources.resolve(input_path)
     size = sum(f.size for f in files)
     workers = default_num_workers(size) if num_workers is None else num_workers
@@ -125,6 +116,51 @@ def train_bpe(
             task_size=piece_size,
             on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
         )
+    handed_over = [word_counts]  # the only reference: the merge loop may free the counts (see below)
+    del word_counts
+    return _train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress, stats,
+                              merge_log)
+
+
+def train_bpe_from_iterator(
+    documents: Iterable,
+    vocab_size: int,
+    special_tokens: list[str],
+    *,
+    pattern: str = "gpt2",
+    num_workers: int | None = None,
+    text_field: str = "text",
+    progress: bool = False,
+    stats: dict | None = None,
+    merge_log: list[tuple[int, int]] | None = None,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """`train_bpe` on documents from any iterable: a list, a generator, a `datasets` dataset.
+
+    Each item is one document: a str, or a mapping (a dataset's row) whose `text_field` holds
+    one. The merges are those of `train_bpe` on a `.txt` of the documents joined by the first
+    special token (with none, of a `.jsonl` of them: each stays a document of its own). Batches of
+    documents go to `num_workers` processes (default: all cores), a few at a time, so memory
+    stays flat on an endless stream. The options are `train_bpe`'s.
+
+    >>> vocab, merges = train_bpe_from_iterator((row["text"] for row in rows), 10_000, ["<|endoftext|>"])  # doctest: +SKIP
+    """
+    special_tokens, pattern = _checked_training_options(special_tokens, pattern, vocab_size, num_workers)
+    if isinstance(documents, (str, bytes, os.PathLike)):
+        raise TypeError("train_bpe_from_iterator takes an iterable of documents; for a file or folder use train_bpe")
+    workers = num_workers or default_num_workers(_PARALLEL_MIN_BYTES)
+    started = time.perf_counter()
+    handed_over = [counting.count_documents(
+        documents, special_tokens=special_tokens, pattern=pattern, num_workers=workers, text_field=text_field
+    )]
+    return _train_from_counts(handed_over, vocab_size, special_tokens, workers, started, None, progress, stats,
+                              merge_log)
+
+
+def _train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress, stats, merge_log):
+    """The merges and vocabulary learned from pre-token counts, given as the one item of the list
+    `handed_over`, which holds the only reference to them (the part `train_bpe` and
+    `train_bpe_from_iterator` share once the corpus is counted)."""
+    word_counts = handed_over.pop()
     distinct = len(word_counts)
     wanted = stats is not None or merge_log is not None
     corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
@@ -156,7 +192,7 @@ def train_bpe(
             merge_seconds=time.perf_counter() - counted,
             distinct_pretokens=distinct,
             pretoken_bytes=corpus_bytes,
-            input_bytes=size,
+            input_bytes=corpus_bytes if size is None else size,
             num_workers=workers,
             byte_counts=byte_counts,
         )
@@ -167,6 +203,22 @@ def train_bpe(
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     return vocab, merges
+
+
+def _checked_training_options(special_tokens, pattern, vocab_size, num_workers) -> tuple[list[str], str]:
+    """The special tokens as a list and the canonical pattern; ValueError for anything wrong."""
+    special_tokens = validate_special_tokens(special_tokens)
+    pattern = patterns.canonical(pattern)
+    for token in special_tokens:
+        if len(token.encode("utf-8")) == 1:
+            raise ValueError(
+                f"special token {token!r} is a single byte, which is already token {ord(token)}; "
+                "special tokens for training need at least two bytes"
+            )
+    check_vocab_size(vocab_size, special_tokens)
+    if num_workers is not None and (type(num_workers) is not int or num_workers < 1):
+        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    return special_tokens, pattern
 
 
 def _progress_bar(enabled: bool, **kwargs):
@@ -424,6 +476,7 @@ class Tokenizer:
         text_field: str = "text",
         dtype: str | None = None,
         on_progress: Callable[[int], None] | None = None,
+        engine: "str | engines.Choice" = "auto",
     ) -> int:
         """Encode a corpus, in order, into one NumPy array file (`np.load(path, mmap_mode="r")`).
 
@@ -436,6 +489,12 @@ class Tokenizer:
         share the words they encode, see `token_arrays`); the array is uint16
         when every id fits (else uint32) unless `dtype` says otherwise. The output appears only
         when complete. Returns the number of tokens.
+
+        `engine`: "python" (ours), "tiktoken" (tiktoken's BPE over our vocabulary, one thread per
+        worker; refused, with the reason, where it cannot give our ids), "auto" (tiktoken where it
+        is installed and gives our ids, on inputs of 4 MB or more; else ours), or a choice made by
+        `engines.choose`, which also says why. The ids are the same with each (see
+        `encode/engines.py`).
         """
         from cs336_basics.encode.token_arrays import encode_files
 
@@ -449,7 +508,7 @@ class Tokenizer:
         )
         return encode_files(
             self, units, output_path, num_workers=num_workers, executor=executor, dtype=dtype,
-            on_progress=on_progress,
+            on_progress=on_progress, engine=engines.choose(self, engine, input_bytes=sum(f.size for f in files)),
         )
 
     def encode_dataset(
@@ -489,6 +548,32 @@ class Tokenizer:
             self, inputs, directory, shard_size=shard_size, piece_size=piece_size, num_workers=num_workers,
             executor=executor, dtype=dtype, overwrite=overwrite, text_field=text_field, on_progress=on_progress,
         )
+
+    def encode_batch(
+        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
+    ) -> list[list[int]]:
+        """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging
+        Face's `encode_batch`). `engine` is as for `encode_file` (the texts' characters count as
+        bytes for "auto"); with `num_workers` above 1 the texts are encoded by that many processes
+        (tiktoken: threads), a batch of them at a time.
+
+        >>> tok.encode_batch(["hello", "world<|endoftext|>"])  # doctest: +SKIP
+        [[31373], [6894, 50256]]
+        """
+        if isinstance(texts, str):
+            raise TypeError(f"encode_batch takes a list of texts, not one str: write [{texts[:20]!r}]")
+        texts = list(texts)
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"encode_batch takes str texts, got {type(text).__name__}")
+        if type(num_workers) is not int or num_workers < 1:
+            raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+        choice = engines.choose(self, engine, threads=num_workers, input_bytes=sum(map(len, texts)))
+        if choice.engine == "tiktoken" or num_workers == 1 or len(texts) < 2:
+            return [ids.tolist() for ids in engines.encode_texts(choice, self, texts)]
+        from cs336_basics.encode.token_arrays import encode_batch_in_processes
+
+        return encode_batch_in_processes(self, texts, num_workers)
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD.

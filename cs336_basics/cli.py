@@ -316,6 +316,9 @@ def cmd_encode(args: argparse.Namespace) -> None:
     _watch_outputs(out)
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
+    from cs336_basics.encode import engines
+
+    engine = engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
     started = time.perf_counter()
     from tqdm import tqdm
 
@@ -324,7 +327,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
     ) as bar:
         count = tokenizer.encode_file(
             [f.path for f in files], out, num_workers=workers, executor=executor, text_field=args.text_field,
-            dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n),
+            dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n), engine=engine,
         )
     seconds = time.perf_counter() - started
     _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds)
@@ -340,6 +343,7 @@ def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_b
             print(f"  {total_bytes / count:.2f} bytes per token, {speed}")
         else:
             print(f"  {speed} of input files (see `bpe stats` for bytes of text per token)")
+    print(f"  engine: {engine.engine} ({engine.reason})")
 
 
 def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> None:
@@ -734,6 +738,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dataset directory: write it anew even if it was started with other settings")
     p.add_argument("--workers", type=_positive_int, help="processes (default: all cores)")
     p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="default: uint16 if ids fit")
+    p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
+                   help="tiktoken's BPE over our vocabulary (same ids), ours, or tiktoken where it can give our ids (default)")
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_encode)

@@ -69,6 +69,17 @@ def test_encoding_on_dask_equals_local_processes(client, tmp_path, shards, local
     assert np.load(remote).tolist() == np.load(local).tolist() == tokenizer.encode(TEXT)
 
 
+def test_encoding_on_dask_with_the_tiktoken_engine(client, tmp_path, shards, local_result):
+    """The engine travels with each unit (pickled, ranks and all) and each Dask worker builds its
+    tiktoken Encoding once."""
+    from cs336_basics.bpe import Tokenizer
+
+    tokenizer = Tokenizer(*local_result, [EOT])
+    remote = tmp_path / "dask.npy"
+    tokenizer.encode_file(shards, remote, executor=client.get_executor(), piece_size=300, engine="tiktoken")
+    assert np.load(remote).tolist() == tokenizer.encode(TEXT)
+
+
 def test_bpe_command_on_the_cluster(client, tmp_path, shards, local_result, capsys):
     address = client.scheduler.address
     out = tmp_path / "tok"

@@ -7,6 +7,7 @@ special token, so the array equals one `encode` of the documents joined by it. T
 written last and the file renamed into place, so an interrupted or failed run leaves no output.
 """
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from cs336_basics.corpora import executors, sources
+from cs336_basics.encode import engines
 from cs336_basics.formats.staged import folders_for, temp_file_beside
 
 _HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
@@ -115,9 +117,12 @@ class _SharedCache:
                 raise OSError(e.errno, e.strerror, str(self.folder / self.name)) from None
 
 
-def _init_worker(key: str, state: tuple, share_folder: str | None = None) -> None:
+def _init_worker(key: str, state: tuple, share_folder: str | None = None, engine: "engines.Choice | None" = None) -> None:
     global _shared
     tokenizer = _tokenizer_for(key, state)
+    if engine is not None and engine.engine == "tiktoken":
+        engines.warm_up(engine)
+        return  # tiktoken has no cache to share
     cache = getattr(tokenizer, "_cache", None)
     if share_folder is not None and hasattr(cache, "start_learning"):
         cache.start_learning()
@@ -134,12 +139,17 @@ def _tokenizer_for(key: str, state: tuple):
     return tokenizer
 
 
-def encode_unit(tokenizer, unit: sources.WorkUnit, dtype: str) -> tuple[int, bool, bytes]:
+def encode_unit(
+    tokenizer, unit: sources.WorkUnit, dtype: str, engine: "engines.Choice | None" = None
+) -> tuple[int, bool, bytes]:
     """(bytes read, whether any document was read, the ids of the unit packed as `dtype`).
 
     Records are joined with the first special token; a separator before the unit, if one is
-    needed, is the caller's to write (see `encode_files`).
+    needed, is the caller's to write (see `encode_files`). `engine` (see `engines.choose`) is
+    the Python engine when None; the ids are the same with either.
     """
+    if engine is not None and engine.engine == "tiktoken":
+        return _encode_unit_tiktoken(tokenizer, unit, dtype, engine)
     separator = tokenizer.encode_packed(tokenizer.special_tokens[0]) if tokenizer.special_tokens else b""
     ids: list[bytes] = []
     consumed = 0
@@ -162,16 +172,50 @@ def encode_unit(tokenizer, unit: sources.WorkUnit, dtype: str) -> tuple[int, boo
     return consumed, documents > 0, data
 
 
-def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str):
+def _encode_unit_tiktoken(tokenizer, unit: sources.WorkUnit, dtype: str, engine: "engines.Choice"):
+    """`encode_unit` through tiktoken: the unit's texts are encoded together (see `engines`)."""
+    texts: list[str] = []
+    separators: list[bool] = []  # before each text: whether a separator goes there
+    consumed = 0
+    documents = 0
+    for n, text, starts_document in sources.read_unit(unit):
+        consumed += n
+        separate = False
+        if starts_document:
+            separate = documents > 0
+            documents += 1
+        elif text and not documents:
+            documents = 1
+        if text or separate:
+            texts.append(text)
+            separators.append(separate)
+    arrays = []
+    if any(separators):
+        separator = np.array([engine.special_ids[tokenizer.special_tokens[0]]], np.uint32)
+    for separate, ids in zip(separators, engines.encode_texts(engine, tokenizer, texts)):
+        if separate and tokenizer.special_tokens:
+            arrays.append(separator)
+        arrays.append(ids)
+    data = np.concatenate(arrays).astype(dtype, copy=False).tobytes() if arrays else b""
+    return consumed, documents > 0, data
+
+
+def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str,
+                           engine: "engines.Choice | None" = None):
     if state is not None:
-        return encode_unit(_tokenizer_for(key, state), unit, dtype)
+        return encode_unit(_tokenizer_for(key, state), unit, dtype, engine)
     tokenizer = _worker_tokenizers[key]
-    if _shared is None:
-        return encode_unit(tokenizer, unit, dtype)
+    if _shared is None or engine is not None and engine.engine == "tiktoken":
+        return encode_unit(tokenizer, unit, dtype, engine)
     _shared.absorb(tokenizer._cache)
     result = encode_unit(tokenizer, unit, dtype)
     _shared.publish(tokenizer._cache)
     return result
+
+
+def _light(engine: "engines.Choice") -> "engines.Choice":
+    """The choice without its ranks, for local workers, which got them when they started."""
+    return dataclasses.replace(engine, ranks=None, differing=None) if engine.engine == "tiktoken" else engine
 
 
 def tokenizer_state(tokenizer) -> tuple[str, tuple]:
@@ -195,6 +239,7 @@ def encode_files(
     executor: Executor | None = None,
     dtype: str | None = None,
     on_progress: Callable[[int], None] | None = None,
+    engine: "str | engines.Choice" = "python",
 ) -> int:
     """Encode the work units, in order, into one 1-D array at `output_path`; return the number of tokens.
 
@@ -202,9 +247,11 @@ def encode_files(
     documents joined by it. Units run in `num_workers` local processes or on `executor`; at most a
     few per worker are in flight, and their ids are written as they arrive. `on_progress(bytes_done)`
     is called after each unit. An output that is one of the input files is refused (see
-    `sources.refuse_output_among_inputs`).
+    `sources.refuse_output_among_inputs`). `engine` is "python", "tiktoken", "auto" or a `Choice`
+    made by `engines.choose`; the ids are the same with each.
     """
     sources.refuse_output_among_inputs(output_path, units)
+    engine = engines.choose(tokenizer, engine)
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     output_path = Path(output_path)
     with folders_for([output_path]):
@@ -225,7 +272,7 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
         with os.fdopen(fd, "wb") as out:
             out.write(b"\0" * _HEADER_BYTES)
             if executor is None and num_workers <= 1:
-                results = (encode_unit(tokenizer, u, out_dtype.str) for u in units)
+                results = (encode_unit(tokenizer, u, out_dtype.str, engine) for u in units)
             else:
                 key, state = tokenizer_state(tokenizer)
                 if executor is None:
@@ -236,10 +283,10 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
                     _worker_tokenizers.clear()
                     _worker_tokenizers[key] = tokenizer
                     owned = executor = executors.local_executor(num_workers, initializer=_init_worker,
-                                                                initargs=(key, state, share.name))
-                    args = ((key, None, u, out_dtype.str) for u in units)
+                                                                initargs=(key, state, share.name, engine))
+                    args = ((key, None, u, out_dtype.str, _light(engine)) for u in units)
                 else:
-                    args = ((key, state, u, out_dtype.str) for u in units)
+                    args = ((key, state, u, out_dtype.str, engine) for u in units)
                 width = executors.executor_width(executor, num_workers)
                 results = executors.run_ordered(executor, _encode_unit_in_worker, args, max_in_flight=2 * width)
             for unit, (consumed, has_documents, data) in zip(units, results):
@@ -270,3 +317,38 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
             _worker_tokenizers.clear()
         Path(tmp).unlink(missing_ok=True)
     return count
+
+
+def _encode_texts_in_worker(key: str, texts: list[str]) -> list[bytes]:
+    tokenizer = _worker_tokenizers[key]
+    return [tokenizer.encode_packed(text) for text in texts]
+
+
+def encode_batch_in_processes(tokenizer, texts: list[str], num_workers: int) -> list[list[int]]:
+    """`tokenizer.encode` of each text, by `num_workers` local processes (the Python engine), in
+    order. The texts go in batches of about equal length, a few per worker, at most two per
+    worker in flight; ids come back packed."""
+    key, state = tokenizer_state(tokenizer)
+    total = sum(map(len, texts))
+    target = max(total // (4 * num_workers), 1)
+    batches: list[list[str]] = [[]]
+    size = 0
+    for text in texts:
+        if size >= target:
+            batches.append([])
+            size = 0
+        batches[-1].append(text)
+        size += len(text)
+    _worker_tokenizers.clear()
+    _worker_tokenizers[key] = tokenizer  # forked workers find it; others build it from `state`
+    executor = executors.local_executor(num_workers, initializer=_init_worker, initargs=(key, state))
+    try:
+        results = executors.run_ordered(executor, _encode_texts_in_worker, ((key, batch) for batch in batches),
+                                        max_in_flight=2 * num_workers)
+        typecode = "H" if np.dtype(tokenizer.packed_dtype).itemsize == 2 else "I"
+        ids = [array(typecode, packed).tolist() for packed_list in results for packed in packed_list]
+    except BaseException:
+        executors.stop_now(executor)
+        raise
+    executor.shutdown()
+    return ids

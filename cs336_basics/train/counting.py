@@ -14,9 +14,10 @@ Python objects, so that the tables waiting in the parent stay small, and in the 
 loop wants.
 """
 
+import queue
 from array import array
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from functools import partial
 from itertools import islice
@@ -24,6 +25,7 @@ from itertools import islice
 from cs336_basics.corpora import executors, sources
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import count_chunks, pretoken_counts, special_token_regex
+from cs336_basics.text.surrogates import fix_surrogates
 from cs336_basics.train import allocator
 
 _progress = None  # a shared counter of bytes read, set in each local worker process
@@ -375,3 +377,172 @@ def byte_counts(word_counts: dict[bytes, int]) -> list[int]:
         # bincount adds float weights; per byte value and batch the sums stay far below 2**53
         totals += np.bincount(data, weights=weights, minlength=256).astype(np.int64)
     return totals.tolist()
+
+
+# --- documents from a Python iterable ------------------------------------------------------------------
+
+# Characters of documents handed to a worker at once, and batches in flight per worker: the parent
+# holds at most that many documents, however long the stream.
+DOCUMENT_BATCH_CHARS = 1 << 20
+_BATCHES_PER_WORKER = 2
+
+
+def document_batches(
+    documents: Iterable, batch_chars: int, text_field: str = "text"
+) -> Iterator[list[str]]:
+    """The documents in lists of about `batch_chars` characters, surrogates fixed. A document is a
+    str, or a mapping (a row of a `datasets` dataset, say) whose `text_field` holds one; anything
+    else is a TypeError naming the document's position."""
+    batch: list[str] = []
+    size = 0
+    for i, document in enumerate(documents):
+        if isinstance(document, Mapping):
+            if text_field not in document:
+                fields = ", ".join(map(str, document)) or "none"
+                raise ValueError(f"document {i} has no {text_field!r} field (fields: {fields}); name it with text_field=")
+            document = document[text_field]
+        if not isinstance(document, str):
+            raise TypeError(f"document {i} is {type(document).__name__}, not str (or a mapping with a "
+                            f"{text_field!r} field holding one)")
+        batch.append(fix_surrogates(document))
+        size += len(document)
+        if size >= batch_chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _add_documents(counts: _Counts, batch: list[str], special_re, separator: str | None) -> None:
+    """Count a batch of documents: joined by a special token (which `count_chunks` cuts at again)
+    when there is one, else one by one."""
+    if separator is not None:
+        counts.add(separator.join(batch), special_re)
+    else:
+        for document in batch:
+            counts.add(document, special_re)
+
+
+def count_documents(
+    documents: Iterable,
+    *,
+    special_tokens: Sequence[str],
+    pattern: str,
+    num_workers: int,
+    text_field: str = "text",
+    batch_chars: int | None = None,
+) -> dict[bytes, int]:
+    """The pre-token counts (keys in UTF-8) of documents from any iterable, each a document of its
+    own (also cut at the special tokens it holds), as the counts of a `.txt` of them joined by the
+    first special token.
+
+    This process reads the iterable and hands batches of documents to `num_workers - 1` forked
+    processes through a queue bounded at a few batches per worker, so memory stays flat on an
+    endless stream; when the queue is full, it counts the batch itself. Each process counts all
+    its batches into one table; the workers send theirs back packed at the end.
+    """
+    pretokenizer = patterns.get(pattern)
+    special_re = special_token_regex(special_tokens)
+    separator = special_tokens[0] if special_tokens else None
+    batches = document_batches(documents, batch_chars or DOCUMENT_BATCH_CHARS, text_field)
+    total: dict[bytes, int] = {}
+    allocator.return_large_blocks_at_once()
+    if num_workers <= 1:
+        counts = _Counts(pretokenizer)
+        for batch in batches:
+            _add_documents(counts, batch, special_re, separator)
+        add_packed(total, pack_counts(counts.total()))
+        allocator.release_freed_memory()
+        return total
+
+    ctx = executors.process_context()
+    tasks = ctx.Queue(maxsize=_BATCHES_PER_WORKER * (num_workers - 1))
+    results = ctx.Queue()
+    allocator.release_freed_memory()
+    workers = [ctx.Process(target=_count_queued, args=(tasks, results, pattern, list(special_tokens)), daemon=True)
+               for _ in range(num_workers - 1)]
+    for worker in workers:
+        worker.start()
+    # This process counts too, whenever the workers have all the batches they can hold: one
+    # process fewer holds a table (as for files), and none waits while another has work.
+    own = _Counts(pretokenizer)
+    pending: list[PackedCounts] = []
+    try:
+        for batch in batches:
+            try:
+                tasks.put_nowait(batch)
+            except queue.Full:
+                _add_documents(own, batch, special_re, separator)
+            del batch
+        for _ in workers:
+            _put(tasks, None, workers, results)
+        pending.append(pack_counts(own.total()))
+        del own
+        while len(pending) < len(workers) + 1:
+            pending.append(_get(results, workers))
+        for worker in workers:
+            worker.join()
+    except BaseException:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        for worker in workers:
+            worker.join()
+        raise
+    finally:
+        tasks.cancel_join_thread()  # batches no worker will read must not hold up the exit
+    _add_all(total, pending)
+    allocator.release_freed_memory()
+    return total
+
+
+def _count_queued(tasks, results, pattern: str, special_tokens: list[str]) -> None:
+    """In a worker: count batches from `tasks` until None comes, then put the packed counts (or
+    the error that stopped it) on `results`."""
+    try:
+        counts = _Counts(patterns.get(pattern))
+        special_re = special_token_regex(special_tokens)
+        separator = special_tokens[0] if special_tokens else None
+        while (batch := tasks.get()) is not None:
+            _add_documents(counts, batch, special_re, separator)
+            del batch
+        packed = pack_counts(counts.total())
+        del counts
+        results.put(("counts", packed))
+    except Exception as e:  # sent as its type's name and message: any exception pickles that way
+        results.put(("error", type(e).__name__, str(e)))
+
+
+_ERRORS = {"ValueError": ValueError, "TypeError": TypeError, "MemoryError": MemoryError}
+
+
+def _get(results, workers) -> PackedCounts:
+    """The next packed table from the workers; their error, raised here; WorkerError if one died."""
+    while True:
+        try:
+            message = results.get(timeout=0.1)
+        except queue.Empty:
+            if any(w.exitcode not in (None, 0) for w in workers):
+                raise executors.WorkerError("a worker process died (killed, or out of memory?) while counting; "
+                                            "nothing was learned") from None
+            if not all(w.exitcode == 0 for w in workers):
+                continue
+            try:  # every worker is gone: what they put may still be on its way
+                message = results.get(timeout=5)
+            except queue.Empty:
+                raise executors.WorkerError("the workers ended without sending their counts") from None
+        if message[0] == "error":
+            raise _ERRORS.get(message[1], RuntimeError)(message[2])
+        return message[1]
+
+
+def _put(tasks, item, workers, results) -> None:
+    """Put `item` on the task queue, waiting while it is full; a worker that stopped on an error
+    raises that error here, and one that died, WorkerError."""
+    while True:
+        try:
+            tasks.put(item, timeout=0.1)
+            return
+        except queue.Full:
+            if any(w.exitcode is not None for w in workers):
+                _get(results, workers)  # raises the error the worker sent, or WorkerError

@@ -1,0 +1,298 @@
+"""Encoding engines for corpora: our Python BPE (`encoder`), or tiktoken's Rust BPE over our vocabulary.
+
+Why tiktoken gives our ids: tiktoken merges, inside each pre-token, the adjacent pair whose
+concatenation has the lowest rank. When our ids follow the merge order (as `train_bpe` gives them)
+and each merge is the one tiktoken's BPE recovers from the ranks, the ids are ranks and its merges
+are ours, in the same order (the proof is in `formats/tiktoken.py`; `ranks_from_vocab` checks the
+conditions and says which one fails). What remains is to cut the text the same way:
+
+- special tokens: we cut each text at them ourselves, longest first as the Python engine does (a
+  tiktoken `Encoding` tries them in an order of its own), put in their ids, and hand tiktoken only
+  the documents between them (`encode_ordinary`), so its pattern runs on each document separately,
+  as ours does;
+- surrogates: fixed first, by the same `fix_surrogates` the Python engine uses;
+- the pattern: the named patterns are tiktoken's own regexes, and with "none" both engines take a
+  document as one piece (tiktoken with `[\\s\\S]+`). A custom regex is refused: it runs in another
+  regex engine whose meaning may differ from the `regex` package's (`$` before a final newline,
+  Unicode tables), and text it leaves unmatched is dropped silently by tiktoken where we refuse it.
+- Unicode tables: the `regex` package knows a newer Unicode than tiktoken's engine, so a few
+  characters (letters new in recent Unicode versions, U+0295 for `o200k`) belong to different
+  classes in the two. They are found once per process by running each class the pattern uses
+  through tiktoken itself (`differing_characters`); a document holding one is encoded by the
+  Python engine under "auto", and refused under "tiktoken".
+
+`choose` decides, with the reason, once per call in the process that plans the work; workers get
+the `Choice` and encode with `encode_text`. `Tokenizer.encode` and `encode_iterable` always use the
+Python engine.
+"""
+
+import re
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from cs336_basics.formats.tiktoken import ranks_from_vocab
+from cs336_basics.text import patterns
+from cs336_basics.text.pretokenize import special_token_regex
+from cs336_basics.text.surrogates import fix_surrogates
+
+ENGINES = ("python", "tiktoken", "auto")
+
+# The Unicode classes each named pattern uses (`\s` included); see `differing_characters`.
+_CLASSES = {
+    "gpt2": (r"\p{L}", r"\p{N}", r"\s"),
+    "cl100k": (r"\p{L}", r"\p{N}", r"\s"),
+    "o200k": (r"\p{L}", r"\p{N}", r"\s", r"\p{M}", r"\p{Lu}", r"\p{Ll}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}"),
+    "none": (),
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The engine that runs ("python" or "tiktoken"), why, and what a worker needs to run it: plain
+    data that pickles, from which each process builds the `tiktoken.Encoding` once (see `warm_up`).
+
+    For tiktoken: `key` names the encoding, `pat_str` and `ranks` build it (our ids as ranks, no
+    special tokens: we cut at those ourselves), `special_ids` are the special tokens' ids,
+    `differing` finds characters whose class differs between the engines, and `strict` is true
+    when the user asked for tiktoken, so such a character is an error, not a fallback. `threads`
+    is how many threads each worker gives tiktoken.
+    """
+
+    engine: str
+    reason: str
+    key: str = ""
+    pat_str: str = ""
+    ranks: "dict[bytes, int] | None" = field(default=None, repr=False)
+    special_ids: "dict[str, int] | None" = None
+    differing: "_Finder | None" = field(default=None, repr=False)
+    strict: bool = False
+    threads: int = 1
+
+
+def _tiktoken():
+    try:
+        import tiktoken
+    except ImportError:
+        return None
+    return tiktoken
+
+
+# In each process: (tiktoken Encoding, differing characters) by the choice's key, one at a time (a
+# long-lived worker must not collect them).
+_encodings: dict[str, tuple] = {}
+
+
+def warm_up(choice: Choice) -> tuple:
+    """(the `tiktoken.Encoding`, the regex of differing characters) of a tiktoken choice, built
+    once per process; afterwards a copy of the choice without `ranks` and `differing` will do."""
+    built = _encodings.get(choice.key)
+    if built is None:
+        if choice.ranks is None:
+            raise RuntimeError("a tiktoken choice without its ranks reached a process that never saw them")
+        import tiktoken
+
+        encoding = tiktoken.Encoding(name="cs336-engine", pat_str=choice.pat_str, mergeable_ranks=choice.ranks,
+                                     special_tokens={})
+        _encodings.clear()
+        _encodings[choice.key] = built = (encoding, choice.differing)
+    return built
+
+
+# Per tokenizer: (key, regex source, ranks, None) or (None, None, None, why tiktoken cannot give its
+# ids). Checking that the ids are ranks takes about a second for GPT-2's vocabulary: done once.
+_checked: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _check(tokenizer) -> tuple:
+    if tokenizer in _checked:
+        return _checked[tokenizer]
+    if patterns.canonical(tokenizer.pattern) not in _CLASSES:
+        result = (None, None, None, "a custom regex may mean something else in tiktoken's regex engine "
+                  "(anchors, Unicode tables), and tiktoken drops text the regex leaves unmatched where we refuse it")
+    else:
+        try:
+            ranks = ranks_from_vocab(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens)
+        except ValueError as e:
+            result = (None, None, None, str(e))
+        else:
+            # The regex `Tokenizer.to_tiktoken` gives tiktoken; "none" is one piece per document.
+            result = (uuid.uuid4().hex, patterns.regex_string(tokenizer.pattern) or r"[\s\S]+", ranks, None)
+    _checked[tokenizer] = result
+    return result
+
+
+# Under "auto", inputs smaller than this are encoded by ours: checking that tiktoken gives our ids
+# costs about a second for a vocabulary of 50 000 (0.2 s for 10 000), what ours takes on some 4 MB.
+AUTO_MIN_BYTES = 4 << 20
+
+
+def choose(tokenizer, engine: str = "auto", *, threads: int = 1, input_bytes: int | None = None) -> Choice:
+    """The engine to encode corpora with, and why (see the module docstring).
+
+    "python" always runs ours. "tiktoken" runs tiktoken, or raises ValueError (ImportError when it
+    is not installed) saying why it cannot give our ids. "auto" runs tiktoken where it is installed
+    and gives our ids, else ours; and ours for an input of fewer than `AUTO_MIN_BYTES`, when
+    `input_bytes` says so.
+    """
+    if isinstance(engine, Choice):
+        return engine
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
+    if type(threads) is not int or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}")
+    if engine == "python":
+        return Choice("python", "asked for")
+    if engine == "auto" and input_bytes is not None and input_bytes < AUTO_MIN_BYTES:
+        return Choice("python", f"the input is under {AUTO_MIN_BYTES >> 20} MB, where checking that tiktoken "
+                                "gives our ids would cost more than it saves")
+    if _tiktoken() is None:
+        if engine == "tiktoken":
+            raise ImportError("engine 'tiktoken' needs tiktoken, which is not installed: "
+                              "pip install 'cs336-basics[tiktoken]' (or use engine 'python')")
+        return Choice("python", "tiktoken is not installed")
+    key, pat_str, ranks, why_not = _check(tokenizer)
+    if why_not is not None:
+        if engine == "tiktoken":
+            raise ValueError(f"engine 'tiktoken' cannot give this tokenizer's ids: {why_not}; use engine 'python'")
+        return Choice("python", f"tiktoken cannot give these ids: {why_not}")
+    differing = differing_characters(patterns.canonical(tokenizer.pattern))
+    ids = {token: token_id for token_id, token in tokenizer.vocab.items()}
+    return Choice(
+        "tiktoken",
+        "asked for" if engine == "tiktoken" else "tiktoken is installed and gives our ids",
+        key,
+        pat_str,
+        ranks,
+        {token: ids[token.encode("utf-8")] for token in tokenizer.special_tokens},
+        _finder(differing) if differing else None,
+        strict=engine == "tiktoken",
+        threads=threads,
+    )
+
+
+@lru_cache(maxsize=8)
+def differing_characters(pattern: str) -> frozenset[str]:
+    """The characters that some Unicode class used by the named `pattern` holds in the `regex`
+    package and not in tiktoken's engine, or the other way round (about 0.2 s; kept per process)."""
+    import regex
+    import tiktoken
+
+    classes = _CLASSES[pattern]
+    if not classes:
+        return frozenset()
+    ranks = {bytes([i]): i for i in range(256)}
+    everything = "".join(map(chr, [*range(0xD800), *range(0xE000, 0x110000)]))
+    differ: set[str] = set()
+    for cls in classes:
+        # Text the class does not match is dropped by tiktoken, so its pieces are the class's members.
+        enc = tiktoken.Encoding(name="class", pat_str=cls, mergeable_ranks=ranks, special_tokens={})
+        theirs = set(enc.decode_bytes(enc.encode_ordinary(everything)).decode("utf-8"))
+        differ |= theirs.symmetric_difference(regex.findall(cls, everything))
+    return frozenset(differ)
+
+
+@dataclass(frozen=True)
+class _Finder:
+    """Finds any of a set of characters: the ones in the Basic Multilingual Plane through one class
+    (which `re` turns into a table, one lookup per character), the others through a second class
+    tried only on text holding characters beyond that plane (`re` tests those range by range)."""
+
+    bmp: "re.Pattern[str] | None"
+    astral: "re.Pattern[str] | None"
+
+    def search(self, text: str) -> "re.Match[str] | None":
+        found = self.bmp.search(text) if self.bmp is not None else None
+        if self.astral is not None and _ASTRAL.search(text, 0, found.start() if found else len(text)):
+            return min(filter(None, [found, self.astral.search(text)]), key=lambda m: m.start(), default=None)
+        return found
+
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+@lru_cache(maxsize=8)
+def _finder(characters: frozenset[str]) -> _Finder:
+    def class_of(codes: list[int]) -> "re.Pattern[str] | None":
+        ranges: list[list[int]] = []
+        for c in codes:
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+        if not ranges:
+            return None
+        return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]")
+
+    codes = sorted(map(ord, characters))
+    return _Finder(class_of([c for c in codes if c < 0x10000]), class_of([c for c in codes if c >= 0x10000]))
+
+
+def encode_text(choice: Choice, tokenizer, text: str) -> np.ndarray:
+    """The ids of `text` (special tokens allowed, surrogates fixed), as the Python engine gives
+    them, by the chosen engine; a uint32 array for tiktoken, `tokenizer.packed_dtype` for ours.
+
+    Raises ValueError under a strict tiktoken choice when a document holds a character whose
+    Unicode class differs between the engines."""
+    if choice.engine == "python":
+        return np.frombuffer(tokenizer.encode_packed(text), dtype=tokenizer.packed_dtype)
+    return np.concatenate(encode_texts(choice, tokenizer, [text]) or [np.zeros(0, np.uint32)])
+
+
+def encode_texts(choice: Choice, tokenizer, texts: list[str]) -> list[np.ndarray]:
+    """`encode_text` of each text, with tiktoken's documents spread over `choice.threads` threads."""
+    if choice.engine == "python":
+        return [encode_text(choice, tokenizer, text) for text in texts]
+    special_re = special_token_regex(tokenizer.special_tokens, keep=True)
+    special_ids = {token: np.array([i], np.uint32) for token, i in choice.special_ids.items()}
+    # Each text as its parts: documents (even positions) and special tokens (odd ones).
+    parts_of = [special_re.split(fix_surrogates(text)) if special_re else [fix_surrogates(text)] for text in texts]
+    documents = [part for parts in parts_of for part in parts[::2] if part]
+    encode_document = _document_encoder(choice, tokenizer)
+    if choice.threads > 1 and len(documents) > 1:
+        with ThreadPoolExecutor(choice.threads) as pool:  # tiktoken lets go of the GIL while it encodes
+            encoded = iter(list(pool.map(encode_document, documents)))
+    else:
+        encoded = map(encode_document, documents)
+    results = []
+    for parts in parts_of:
+        arrays = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                arrays.append(special_ids[part])
+            elif part:
+                arrays.append(next(encoded))
+        results.append(np.concatenate(arrays) if arrays else np.zeros(0, np.uint32))
+    return results
+
+
+def _document_encoder(choice: Choice, tokenizer):
+    """A function from a document (no special tokens, no surrogates) to its ids as a uint32 array."""
+    encoding, differing = warm_up(choice)
+    encode_ordinary = encoding.encode_ordinary
+
+    def encode(document: str) -> np.ndarray:
+        # A list turned into an array costs less than tiktoken's `encode_to_numpy`, which also
+        # looks for special tokens (measured: 0.163 against 0.196 CPU s on 2 MB of kernel source).
+        return np.array(encode_ordinary(document), dtype=np.uint32)
+
+    def encode_document(document: str) -> np.ndarray:
+        if differing is not None and not document.isascii():
+            found = differing.search(document)
+            if found is not None:
+                if choice.strict:
+                    c = found.group()
+                    raise ValueError(
+                        f"engine 'tiktoken' cannot give our ids for U+{ord(c):04X} ({c!r}, at character "
+                        f"{found.start()} of a document starting {document[:40]!r}): its Unicode class differs "
+                        "between the `regex` package and tiktoken's engine; use engine 'auto' (which encodes "
+                        "such documents with ours) or 'python'"
+                    )
+                return np.frombuffer(tokenizer.encode_packed(document), dtype=tokenizer.packed_dtype).astype(np.uint32)
+        return encode(document)
+
+    return encode_document
