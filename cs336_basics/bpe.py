@@ -524,6 +524,7 @@ class Tokenizer:
         dtype: str | None = None,
         overwrite: bool = False,
         on_progress: Callable[[int], None] | None = None,
+        engine: "str | engines.Choice" = "auto",
     ):
         """Encode a corpus into a dataset directory for training: shards of about `shard_size`
         bytes of ids (default 256 MiB), each with its document starts, and `manifest.json`
@@ -534,7 +535,8 @@ class Tokenizer:
         what is complete and checks out (size and sha256) and encodes only the rest; the result is
         byte-identical to an uninterrupted run. A directory written with another tokenizer,
         pattern, input file or shard size is refused, naming what changed, unless `overwrite`.
-        Returns a `datasets.writer.Written` (totals, and how much was reused).
+        `engine` is as for `encode_file` (the ids are the same with each). Returns a
+        `datasets.writer.Written` (totals, and how much was reused).
 
         >>> tok.encode_dataset("corpus/", "data/corpus", shard_size=64 << 20)  # doctest: +SKIP
         """
@@ -547,6 +549,7 @@ class Tokenizer:
         return write_dataset(
             self, inputs, directory, shard_size=shard_size, piece_size=piece_size, num_workers=num_workers,
             executor=executor, dtype=dtype, overwrite=overwrite, text_field=text_field, on_progress=on_progress,
+            engine=engine,
         )
 
     def encode_batch(

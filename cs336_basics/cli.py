@@ -330,10 +330,11 @@ def cmd_encode(args: argparse.Namespace) -> None:
             dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n), engine=engine,
         )
     seconds = time.perf_counter() - started
-    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds)
+    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine)
 
 
-def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_bytes: int, seconds: float) -> None:
+def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_bytes: int, seconds: float,
+                    engine) -> None:
     total_bytes = sum(f.size for f in files)
     where = f"on the Dask cluster at {args.dask_scheduler}" if args.dask_scheduler else f"with {workers} worker(s)"
     print(f"{wrote}: {count:,} tokens from {total_bytes:,} bytes {where}")
@@ -352,9 +353,12 @@ def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list)
 
     from cs336_basics.datasets.writer import DatasetBusy
 
+    from cs336_basics.encode import engines
+
     out = args.out if sources.is_url(args.out) else Path(args.out)
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
+    engine = engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
     started = time.perf_counter()
     with _executor(args) as executor, tqdm(
         total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet
@@ -363,7 +367,7 @@ def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list)
             written = tokenizer.encode_dataset(
                 args.inputs, out, shard_size=args.shard_size, num_workers=workers, executor=executor,
                 text_field=args.text_field, dtype=args.dtype, overwrite=args.overwrite,
-                on_progress=lambda done: bar.update(done - bar.n),
+                on_progress=lambda done: bar.update(done - bar.n), engine=engine,
             )
         except DatasetBusy as e:
             raise CommandError(str(e)) from None
@@ -373,7 +377,7 @@ def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list)
             raise
     seconds = time.perf_counter() - started
     _encode_summary(args, files, f"wrote {str(out).rstrip('/')}/ ({written.shards:,} shards, {written.documents:,} documents)",
-                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds)
+                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds, engine)
     if written.reused_bytes:
         print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run "
               f"({written.reused_shards:,} of {written.shards:,} shards whole)")

@@ -120,6 +120,19 @@ def test_encode_file_gives_the_same_array_with_each_engine(tmp_path, trained, en
     assert len(np.load(out)) == expected
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_dataset_directory_is_the_same_bytes_with_each_engine(tmp_path, trained, workers):
+    from tests.test_dataset_writer import files_of
+
+    vocab, merges = trained
+    tok = Tokenizer(vocab, merges, [EOT], pattern="cl100k")
+    inputs = [FIXTURES_PATH / "english.txt", FIXTURES_PATH / "chinese.txt"]
+    tok.encode_dataset(inputs, tmp_path / "python", shard_size=20_000, num_workers=1, engine="python")
+    tok.encode_dataset(inputs, tmp_path / "tiktoken", shard_size=20_000, num_workers=workers, engine="tiktoken")
+    python, tiktoken = files_of(tmp_path / "python"), files_of(tmp_path / "tiktoken")
+    assert len(python) > 3 and python == tiktoken
+
+
 def test_encode_file_on_another_executor_sends_the_engine_with_each_unit(tmp_path, tokenizers):
     tok = tokenizers["o200k"]
     english = FIXTURES_PATH / "english.txt"

@@ -51,7 +51,7 @@ import numpy as np
 from cs336_basics.corpora import executors, sources
 from cs336_basics.datasets import layout
 from cs336_basics.datasets.store import Store
-from cs336_basics.encode import token_arrays
+from cs336_basics.encode import engines, token_arrays
 from cs336_basics.encode.token_arrays import choose_dtype, encode_unit, tokenizer_state
 from cs336_basics.formats import hf
 
@@ -372,10 +372,11 @@ def write_part(store: Store, index: int, dtype: np.dtype, has_documents: bool, d
     return record
 
 
-def _encode_part(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str, directory: str, index: int) -> dict:
+def _encode_part(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str, directory: str, index: int,
+                 engine: "engines.Choice | None" = None) -> dict:
     """In a worker: encode one unit and write its part (see `write_part`)."""
     # token_arrays' worker entry point: it finds the tokenizer (and the local workers' shared cache).
-    _, has_documents, data = token_arrays._encode_unit_in_worker(key, state, unit, dtype)
+    _, has_documents, data = token_arrays._encode_unit_in_worker(key, state, unit, dtype, engine)
     return write_part(Store(directory), index, np.dtype(dtype), has_documents, data)
 
 
@@ -395,7 +396,7 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _init_worker(lock_fd: int | None, key: str, state: tuple, share_folder: str) -> None:
+def _init_worker(lock_fd: int | None, key: str, state: tuple, share_folder: str, engine=None) -> None:
     # Ctrl-C reaches the whole process group: the command stops the workers itself, so that they
     # neither print tracebacks nor start on their next unit.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -404,7 +405,7 @@ def _init_worker(lock_fd: int | None, key: str, state: tuple, share_folder: str)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     if lock_fd is not None:
         os.close(lock_fd)  # a forked worker that outlives the command must not keep the directory locked
-    token_arrays._init_worker(key, state, share_folder)
+    token_arrays._init_worker(key, state, share_folder, engine)
 
 
 # --- shards: parts joined -------------------------------------------------------------------------------
@@ -518,11 +519,13 @@ def write_dataset(
     overwrite: bool = False,
     text_field: str = sources.DEFAULT_TEXT_FIELD,
     on_progress: Callable[[int], None] | None = None,
+    engine: "str | engines.Choice" = "python",
 ) -> Written:
     """Encode the corpus `inputs` into the dataset directory `directory` (see the module docstring
     and `layout`), resuming what an earlier run of the same settings left there.
 
-    `num_workers` local processes (1: this process) or `executor` do the work.
+    `num_workers` local processes (1: this process) or `executor` do the work, with `engine`
+    ("python", "tiktoken", "auto" or a `Choice` of `engines.choose`: the ids are the same).
     `on_progress(input_bytes_done)` counts reused work as done. Raises ValueError naming what
     changed when the directory was written with other settings (unless `overwrite`), `DatasetBusy`
     when another run holds it, and the OSError (naming the file) of a write that failed.
@@ -532,6 +535,7 @@ def write_dataset(
     store = Store(directory)
     files = sources.resolve(inputs)
     check_output(store, inputs, files)
+    engine = engines.choose(tokenizer, engine, input_bytes=sum(f.size for f in files))
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     piece_size = piece_size or piece_size_for(shard_size)
     units = sources.plan_units(files, piece_size=piece_size, special_tokens=tokenizer.special_tokens,
@@ -555,10 +559,11 @@ def write_dataset(
             listed = []
         _remove_leftovers(store)
         return _run(tokenizer, units, shards, head, listed, store, out_dtype, num_workers, executor,
-                    on_progress, lock_fd)
+                    on_progress, lock_fd, engine)
 
 
-def _run(tokenizer, units, shards, head, listed, store: Store, dtype, num_workers, executor, on_progress, lock_fd):
+def _run(tokenizer, units, shards, head, listed, store: Store, dtype, num_workers, executor, on_progress, lock_fd,
+         engine):
     total_bytes = sum(u.size for u in units)
     entries: dict[int, dict] = {}
     by_name = {e.get("name"): e for e in listed if isinstance(e, dict)}
@@ -593,7 +598,7 @@ def _run(tokenizer, units, shards, head, listed, store: Store, dtype, num_worker
     reused = set(entries)
     parts_bytes = sum(units[i].size for i in parts)
 
-    with _workers(tokenizer, units, todo, store, dtype, num_workers, executor, lock_fd) as (results, assemble):
+    with _workers(tokenizer, units, todo, store, dtype, num_workers, executor, lock_fd, engine) as (results, assemble):
         pending: deque[tuple[int, Future]] = deque()
         any_document, last_id = False, None
         done = 0
@@ -638,7 +643,7 @@ def _run(tokenizer, units, shards, head, listed, store: Store, dtype, num_worker
 
 @contextlib.contextmanager
 def _workers(tokenizer, units, todo: list[int], store: Store, dtype: np.dtype, num_workers: int,
-             executor: Executor | None, lock_fd: int | None):
+             executor: Executor | None, lock_fd: int | None, engine: "engines.Choice"):
     """(the parts' records of the units `todo`, in order; a function that submits a shard's
     assembly and returns its future), on this process, local processes or `executor`."""
     if executor is None and num_workers <= 1:
@@ -647,7 +652,7 @@ def _workers(tokenizer, units, todo: list[int], store: Store, dtype: np.dtype, n
             future.set_result(assemble_shard(*args))
             return future
 
-        parts = (write_part(store, i, dtype, *encode_unit(tokenizer, units[i], dtype.str)[1:]) for i in todo)
+        parts = (write_part(store, i, dtype, *encode_unit(tokenizer, units[i], dtype.str, engine)[1:]) for i in todo)
         yield parts, assemble_here
         return
     key, state = tokenizer_state(tokenizer)
@@ -660,10 +665,10 @@ def _workers(tokenizer, units, todo: list[int], store: Store, dtype: np.dtype, n
             token_arrays._worker_tokenizers.clear()
             token_arrays._worker_tokenizers[key] = tokenizer
             owned = executor = executors.local_executor(
-                num_workers, initializer=_init_worker, initargs=(lock_fd, key, state, share.name))
-            args = ((key, None, units[i], dtype.str, store.root, i) for i in todo)
+                num_workers, initializer=_init_worker, initargs=(lock_fd, key, state, share.name, engine))
+            args = ((key, None, units[i], dtype.str, store.root, i, token_arrays._light(engine)) for i in todo)
         else:
-            args = ((key, state, units[i], dtype.str, store.root, i) for i in todo)
+            args = ((key, state, units[i], dtype.str, store.root, i, engine) for i in todo)
         width = executors.executor_width(executor, num_workers)
         results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
         yield results, lambda *args: executor.submit(assemble_shard, *args)

@@ -255,10 +255,10 @@ def encode_files(
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     output_path = Path(output_path)
     with folders_for([output_path]):
-        return _encode_into(tokenizer, units, output_path, num_workers, executor, out_dtype, on_progress)
+        return _encode_into(tokenizer, units, output_path, num_workers, executor, out_dtype, on_progress, engine)
 
 
-def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out_dtype, on_progress) -> int:
+def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out_dtype, on_progress, engine) -> int:
     separator = b""
     if tokenizer.special_tokens:
         separator = np.array(tokenizer.encode(tokenizer.special_tokens[0]), dtype=out_dtype).tobytes()
