@@ -1,7 +1,10 @@
 """Test-session settings.
 
-- `uv run pytest` runs everything, in one process per core (pytest-xdist, `addopts` in
-  pyproject.toml), a test file at a time per process.
+- `uv run pytest` runs every test but those marked `slow`, in one process per core (pytest-xdist,
+  `addopts` in pyproject.toml), a test file at a time per process.
+- `uv run pytest --all` runs them all, as CI does (`.ci/run`): killing runs at every write, fuzzing
+  with thousands of examples, whole pretrained vocabularies, megabyte inputs, the Dask cluster,
+  the browser, the make-submission script.
 - `uv run pytest --quick` is the inner loop: it leaves out the tests marked `slow` (kill-and-resume,
   whole pretrained vocabularies, megabyte inputs, the Dask cluster, the browser, the reference trainer
   on larger fixtures), runs a parametrized test with its first parameters only, and every hypothesis
@@ -28,6 +31,7 @@ def pytest_configure(config):
 
 
 def pytest_addoption(parser):
+    parser.addoption("--all", action="store_true", help="also run the tests marked slow, as CI does")
     parser.addoption(
         "--quick", action="store_true",
         help="the inner loop: skip tests marked slow, at most 10 hypothesis examples per test",
@@ -40,6 +44,11 @@ def pytest_collection_modifyitems(config, items):
     # xdist's `--dist loadfile`, last in whichever process runs their file).
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_dask.py"))
     quick = config.getoption("--quick")
+    if not quick and not config.getoption("--all") and "slow" not in (config.getoption("markexpr") or ""):
+        later = pytest.mark.skip(reason="slow: run with --all")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(later)
     if quick:
         slow = pytest.mark.skip(reason="slow: left out by --quick")
         repeat = pytest.mark.skip(reason="--quick runs the first parameters of a test only")

@@ -424,6 +424,7 @@ def test_sigterm_during_the_final_write_of_encode_cleans_up(signal_setup):
     assert (out / "ids.npy").read_bytes() == b"old"
 
 
+@pytest.mark.slow
 def test_sigterm_while_workers_encode_stops_them_and_cleans_up(signal_setup):
     d = signal_setup
     out = d / "encode-workers"
@@ -456,6 +457,7 @@ def test_sigterm_while_workers_encode_stops_them_and_cleans_up(signal_setup):
     assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE], "workers outlived the run"
 
 
+@pytest.mark.slow
 def test_a_killed_or_failed_train_leaves_no_empty_folder(signal_setup, tmp_path, capsys):
     d = signal_setup
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -554,6 +556,7 @@ def short_timeout(monkeypatch):
     monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
 
 
+@pytest.mark.slow
 def test_a_catastrophic_regex_from_a_file_is_stopped(tmp_path, capsys, tokenizer, short_timeout):
     path = tmp_path / "tokenizer.json"
     path.write_text(_split_tokenizer_json(tokenizer, CATASTROPHIC), encoding="utf-8")

@@ -475,6 +475,7 @@ def _wait_until_gone(group: int, seconds: float = 15) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["kill", "interrupt", "worker", "command"])
 def test_killed_anywhere_then_run_again_gives_the_same_bytes(kill_setup, how):
     rng = random.Random(f"{how}-{os.environ.get('BPE_FUZZ_SEED', '0')}")

@@ -1134,6 +1134,7 @@ FUZZ = settings(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(FUZZ_TEXT)
 def test_fuzz_round_trip(gpt2, trained, text):
@@ -1150,6 +1151,7 @@ ASSIGNED_TEXT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(ASSIGNED_TEXT)
 def test_fuzz_ids_equal_tiktoken_on_gpt2(gpt2, text):
@@ -1174,6 +1176,7 @@ def cut_texts(draw):
     return text, [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(cut_texts())
 def test_fuzz_encode_iterable_equals_encode_for_any_cuts(trained, case):

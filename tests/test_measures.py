@@ -166,6 +166,7 @@ def test_stats_shows_the_measures_for_each_file_and_for_all(folder, tmp_path, ca
     assert total.words == 6 + 6
 
 
+@pytest.mark.slow
 def test_report_page_shows_the_measures_per_text(folder, monkeypatch):
     tok = Tokenizer.from_pretrained(folder)
     monkeypatch.setattr(Tokenizer, "from_pretrained", lambda name, **kw: (_ for _ in ()).throw(OSError("no")),

@@ -203,6 +203,7 @@ def test_report_without_from_pretrained_says_so(trained, monkeypatch):
     assert "No merge log" in page
 
 
+@pytest.mark.slow
 def test_held_out_curve_points_are_measured_with_truncated_merges(trained, monkeypatch):
     _, tokenizer = trained
     calls = []

@@ -236,6 +236,7 @@ class DevTools:
         os.close(self.from_browser)
 
 
+@pytest.mark.slow
 def test_browser_types_reads_and_clicks(server, folder, tmp_path):
     url, ours = server
     browser = DevTools(tmp_path)

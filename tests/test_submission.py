@@ -65,7 +65,7 @@ def test_missing_uv_fails_in_ci_and_is_skipped_visibly_elsewhere(tmp_path, ci, o
 
     env = {k: v for k, v in os.environ.items() if k != "CI"} | {"PATH": str(tmp_path), "CI": ci}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "-n", "0", f"{__file__}::test_make_submission_zips_code_and_tests_only"],
+        [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "-n", "0", "--all", f"{__file__}::test_make_submission_zips_code_and_tests_only"],
         cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
     )
     assert f"1 {outcome}" in result.stdout, result.stdout

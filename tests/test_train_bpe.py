@@ -507,6 +507,7 @@ def test_train_merges_reports_each_merge_restores_gc_and_starts_no_process(monke
 _QUEUE_TOKENS = [b"a", b"b", b"ab", b"ba", b"aab", b"\xff", b"\xff\x00", b"", b"\x00"]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_pair_queue_pops_what_a_plain_max_would(data):
