@@ -89,12 +89,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shard-size", default="256M")
+    parser.add_argument("--engine", default="auto", choices=["auto", "python", "tiktoken"])
     parser.add_argument("--scratch", default=None, help="folder for the outputs (default: a temporary one)")
     args = parser.parse_args()
 
     corpus_bytes = sum(p.stat().st_size for p in Path(args.corpus).rglob("*") if p.is_file()) \
         if Path(args.corpus).is_dir() else Path(args.corpus).stat().st_size
-    common = ["encode", "--tokenizer", args.tokenizer, args.corpus, "--workers", str(args.workers), "--quiet"]
+    common = ["encode", "--tokenizer", args.tokenizer, args.corpus, "--workers", str(args.workers), "--quiet",
+              "--engine", args.engine]
     times: dict[str, list[float]] = {"npy": [], "dir": []}
     peaks: dict[str, list[int]] = {"npy": [], "dir": []}
     with tempfile.TemporaryDirectory(dir=args.scratch, prefix="bench-dataset-") as scratch:
