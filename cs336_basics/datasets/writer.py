@@ -655,34 +655,20 @@ def _workers(tokenizer, units, todo: list[int], store: Store, dtype: np.dtype, n
         parts = (write_part(store, i, dtype, *encode_unit(tokenizer, units[i], dtype.str, engine)[1:]) for i in todo)
         yield parts, assemble_here
         return
-    key, state = tokenizer_state(tokenizer)
-    owned = share = None
-    try:
+    with contextlib.ExitStack() as workers:
         if executor is None:
-            # As `encode_files` does: forked workers find this tokenizer, and share what they encode.
-            # The local workers' shared cache is local too: beside the parts, or for a URL in /tmp.
-            share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=None if store.url else store.path(WORK))
-            token_arrays._worker_tokenizers.clear()
-            token_arrays._worker_tokenizers[key] = tokenizer
-            owned = executor = executors.local_executor(
-                num_workers, initializer=_init_worker, initargs=(lock_fd, key, state, share.name, engine))
+            # As `encode_files` does; the local workers' shared cache is local too: beside the
+            # parts, or for a URL in /tmp.
+            executor, key = workers.enter_context(token_arrays.local_workers(
+                tokenizer, num_workers, engine, None if store.url else store.path(WORK),
+                initializer=_init_worker, initargs=(lock_fd,)))
             args = ((key, None, units[i], dtype.str, store.root, i, token_arrays._light(engine)) for i in todo)
         else:
+            key, state = tokenizer_state(tokenizer)
             args = ((key, state, units[i], dtype.str, store.root, i, engine) for i in todo)
         width = executors.executor_width(executor, num_workers)
         results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
         yield results, lambda *args: executor.submit(assemble_shard, *args)
-    except BaseException:
-        if owned is not None:
-            executors.stop_now(owned)
-            owned = None
-        raise
-    finally:
-        if owned is not None:
-            owned.shutdown()
-        if share is not None:
-            share.cleanup()
-            token_arrays._worker_tokenizers.clear()
 
 
 def _collect(done: tuple[int, Future], entries: dict[int, dict], shards, store: Store) -> None:

@@ -7,12 +7,13 @@ special token, so the array equals one `encode` of the documents joined by it. T
 written last and the file renamed into place, so an interrupted or failed run leaves no output.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import tempfile
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from itertools import accumulate
 from pathlib import Path
@@ -258,6 +259,35 @@ def encode_files(
         return _encode_into(tokenizer, units, output_path, num_workers, executor, out_dtype, on_progress, engine)
 
 
+@contextlib.contextmanager
+def local_workers(tokenizer, num_workers: int, engine: "engines.Choice", share_dir: str | os.PathLike | None, *,
+                  initializer: Callable = None, initargs: tuple = ()) -> Iterator[tuple[Executor, str]]:
+    """`num_workers` local processes that encode with `tokenizer`: yields (the executor, the key
+    that finds the tokenizer in them). Forked, they find this tokenizer and need not build it
+    again, and they share what they encode through files in a temporary folder in `share_dir`.
+    `initializer` (default `_init_worker`) gets `initargs` and then (key, state, folder, engine).
+    If the block fails the workers are stopped at once; otherwise they finish and shut down."""
+    key, state = tokenizer_state(tokenizer)
+    share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=share_dir)
+    _worker_tokenizers.clear()
+    _worker_tokenizers[key] = tokenizer
+    pool = None
+    try:
+        pool = executors.local_executor(num_workers, initializer=initializer or _init_worker,
+                                        initargs=(*initargs, key, state, share.name, engine))
+        yield pool, key
+    except BaseException:
+        if pool is not None:
+            executors.stop_now(pool)
+            pool = None
+        raise
+    finally:
+        if pool is not None:
+            pool.shutdown()
+        share.cleanup()
+        _worker_tokenizers.clear()
+
+
 def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out_dtype, on_progress, engine) -> int:
     separator = b""
     if tokenizer.special_tokens:
@@ -266,26 +296,19 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
     count = 0
     done = 0
     wrote_a_document = False
-    owned = None
-    share = None
     try:
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb") as out, contextlib.ExitStack() as workers:
             out.write(b"\0" * _HEADER_BYTES)
             if executor is None and num_workers <= 1:
                 results = (encode_unit(tokenizer, u, out_dtype.str, engine) for u in units)
             else:
-                key, state = tokenizer_state(tokenizer)
                 if executor is None:
-                    # Local workers get the tokenizer once, when they start (forked ones find this
-                    # one, and need not build it again), and share what they compute through files
-                    # in a temporary folder beside the output.
-                    share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=output_path.parent)
-                    _worker_tokenizers.clear()
-                    _worker_tokenizers[key] = tokenizer
-                    owned = executor = executors.local_executor(num_workers, initializer=_init_worker,
-                                                                initargs=(key, state, share.name, engine))
+                    # The local workers' shared cache lives beside the output.
+                    executor, key = workers.enter_context(
+                        local_workers(tokenizer, num_workers, engine, output_path.parent))
                     args = ((key, None, u, out_dtype.str, _light(engine)) for u in units)
                 else:
+                    key, state = tokenizer_state(tokenizer)
                     args = ((key, state, u, out_dtype.str, engine) for u in units)
                 width = executors.executor_width(executor, num_workers)
                 results = executors.run_ordered(executor, _encode_unit_in_worker, args, max_in_flight=2 * width)
@@ -304,17 +327,7 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, output_path)
-    except BaseException:
-        if owned is not None:
-            executors.stop_now(owned)
-            owned = None
-        raise
     finally:
-        if owned is not None:
-            owned.shutdown()
-        if share is not None:
-            share.cleanup()
-            _worker_tokenizers.clear()
         Path(tmp).unlink(missing_ok=True)
     return count
 
