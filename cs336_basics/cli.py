@@ -314,23 +314,31 @@ def cmd_encode(args: argparse.Namespace) -> None:
         raise CommandError(f"--out {out} is a folder; name the .npy file to write")
     _refuse_outputs_among([out], files)
     _watch_outputs(out)
-    total_bytes = sum(f.size for f in files)
-    workers = args.workers or default_num_workers(total_bytes)
-    from cs336_basics.encode import engines
-
-    engine = engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
+    total_bytes, workers, engine = _encode_settings(args, tokenizer, files)
     started = time.perf_counter()
-    from tqdm import tqdm
-
-    with _executor(args) as executor, tqdm(
-        total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet
-    ) as bar:
+    with _executor(args) as executor, _progress(args, total_bytes) as bar:
         count = tokenizer.encode_file(
             [f.path for f in files], out, num_workers=workers, executor=executor, text_field=args.text_field,
             dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n), engine=engine,
         )
     seconds = time.perf_counter() - started
     _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine)
+
+
+def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> tuple:
+    """(the corpus's bytes, how many workers, the engine) for `bpe encode`, to either output."""
+    from cs336_basics.encode import engines
+
+    total_bytes = sum(f.size for f in files)
+    workers = args.workers or default_num_workers(total_bytes)
+    return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
+
+
+def _progress(args: argparse.Namespace, total_bytes: int):
+    """The progress bar of `bpe encode`, counting input bytes (none with --quiet)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet)
 
 
 def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_bytes: int, seconds: float,
@@ -349,20 +357,12 @@ def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_b
 
 def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> None:
     """`bpe encode ... --out DIR`: a dataset directory (see `datasets.writer`), resumed if started."""
-    from tqdm import tqdm
-
     from cs336_basics.datasets.writer import DatasetBusy
 
-    from cs336_basics.encode import engines
-
     out = args.out if sources.is_url(args.out) else Path(args.out)
-    total_bytes = sum(f.size for f in files)
-    workers = args.workers or default_num_workers(total_bytes)
-    engine = engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
+    total_bytes, workers, engine = _encode_settings(args, tokenizer, files)
     started = time.perf_counter()
-    with _executor(args) as executor, tqdm(
-        total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet
-    ) as bar:
+    with _executor(args) as executor, _progress(args, total_bytes) as bar:
         try:
             written = tokenizer.encode_dataset(
                 args.inputs, out, shard_size=args.shard_size, num_workers=workers, executor=executor,
