@@ -869,12 +869,15 @@ _TEMPLATE = """<!DOCTYPE html>
 </html>
 """
 
-_STYLE = """
+# The colours and type of every page this package draws (the report, `bpe serve`).
+BASE_STYLE = """
 :root { --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb; --bg: #f8fafc; }
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--ink);
   font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Noto Sans CJK SC", sans-serif; }
-main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 48px; }
+"""
+
+_STYLE = BASE_STYLE + """main { max-width: 1080px; margin: 0 auto; padding: 24px 28px 48px; }
 header h1 { margin: 0 0 16px; font-size: 26px; word-break: break-all; }
 .kicker { margin: 0; color: var(--muted); text-transform: uppercase; letter-spacing: .08em; font-size: 12px; }
 h2 { font-size: 19px; margin: 0 0 6px; }

@@ -196,12 +196,7 @@ and how often it occurred in training.</p>
 </html>
 """
 
-_STYLE = """
-:root { --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb; --bg: #f8fafc; }
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--bg); color: var(--ink);
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Noto Sans CJK SC", sans-serif; }
-main { max-width: 1400px; margin: 0 auto; padding: 20px 24px 40px; }
+_STYLE = report.BASE_STYLE + """main { max-width: 1400px; margin: 0 auto; padding: 20px 24px 40px; }
 h1 { margin: 0 0 12px; font-size: 24px; }
 h2 { margin: 0 0 4px; font-size: 17px; overflow-wrap: anywhere; }
 .kicker { margin: 0; color: var(--muted); text-transform: uppercase; letter-spacing: .08em; font-size: 12px; }
