@@ -9,7 +9,7 @@ An INPUT is a file, folder, glob or URL of .txt, .jsonl or .parquet files (see `
 a Dask cluster.
     bpe decode --tokenizer DIR FILE.npy
     bpe inspect --tokenizer DIR "some text"
-    bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT
+    bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT [--engine auto|python|tiktoken]
     bpe vocab DIR
     bpe report DIR [TEXT ...] --out report.html
     bpe serve [--tokenizer DIR ...] [--port N]
@@ -39,6 +39,7 @@ from pathlib import Path
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.corpora import executors, sources
+from cs336_basics.encode import engines
 from cs336_basics.formats import pretrained
 from cs336_basics.formats.staged import atomic_write_texts
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
@@ -327,8 +328,6 @@ def cmd_encode(args: argparse.Namespace) -> None:
 
 def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> tuple:
     """(the corpus's bytes, how many workers, the engine) for `bpe encode`, to either output."""
-    from cs336_basics.encode import engines
-
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
     return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
@@ -443,6 +442,12 @@ def cmd_stats(args: argparse.Namespace) -> None:
     files = _corpus([args.input])
     path = sources.describe(args.input)
     size = sum(f.size for f in files)
+    choices = []
+    for name, tokenizer in tokenizers:
+        try:
+            choices.append(engines.choose(tokenizer, args.engine, input_bytes=size))
+        except ValueError as e:  # tiktoken asked for, and it cannot give this tokenizer's ids
+            raise CommandError(f"{name}: {e}") from None
     from tqdm import tqdm
 
     # With several files each is measured on its own too (a folder often holds one language per file).
@@ -451,11 +456,12 @@ def cmd_stats(args: argparse.Namespace) -> None:
     # disable=None: no bar when stderr is not a terminal, so a failure stays one line in logs.
     quiet = True if args.quiet else None
     with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
-        for name, tokenizer in tokenizers:
+        for (name, tokenizer), engine in zip(tokenizers, choices):
             total = report.TextStats()
             for k, f in enumerate(files):
                 done = bar.n
-                stats = _measure_corpus(tokenizer, [f], args.text_field, lambda n: bar.update(done + n - bar.n))
+                stats = _measure_corpus(tokenizer, [f], args.text_field, lambda n: bar.update(done + n - bar.n),
+                                        engine)
                 per_file[k].append(stats)
                 total.update(stats)
             columns.append((name, total))
@@ -468,11 +474,16 @@ def cmd_stats(args: argparse.Namespace) -> None:
     first = columns[0][1]
     print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
     print(report.stats_table(columns))
+    for (name, _), engine in zip(tokenizers, choices):
+        print(f"  engine for {name}: {engine.engine} ({engine.reason})")
 
 
-def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progress) -> "report.TextStats":
+def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progress,
+                    engine: "engines.Choice | None" = None) -> "report.TextStats":
     """`report.TextStats` of a corpus of any format (see `sources`): each document or block of text
-    is measured as it is read, so memory stays flat."""
+    is measured as it is read, so memory stays flat. The ids come from `engine` (a `Choice` of
+    `engines.choose`; the Python engine when None), which gives the same ids as `encode`."""
+    engine = engine or engines.choose(tokenizer, "python")
     stats = report.TextStats()
     units = sources.plan_units(files, piece_size=1 << 22, special_tokens=tokenizer.special_tokens,
                                text_field=text_field, pattern=tokenizer.pattern)
@@ -480,7 +491,7 @@ def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progr
     for unit in units:
         for consumed, text, _ in sources.read_unit(unit):
             if text:
-                stats.add(tokenizer, text)
+                stats.add(tokenizer, text, engines.encode_text(engine, tokenizer, text).tolist())
             done += consumed
             on_progress(done)
     return stats
@@ -765,6 +776,8 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_options(p, dask=False)
     p.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
                    help="folder, tokenizer.json, .tiktoken or a name (e.g. cl100k_base); repeat to compare")
+    p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
+                   help="what encodes the corpus, as for encode (the numbers are the same with each)")
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_stats)

@@ -15,7 +15,7 @@ import io
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,10 +109,13 @@ class TextStats:
         """How many of the most frequent tokens make up half of all tokens."""
         return tokens_for_share(self.counts, 0.5)
 
-    def add(self, tokenizer: Tokenizer, text: str) -> None:
-        """Encode `text` and count it in."""
+    def add(self, tokenizer: Tokenizer, text: str, ids: "Sequence[int] | None" = None) -> None:
+        """Count `text` in, with its `ids`: what `tokenizer.encode(text)` gives (computed here when
+        None; a caller may pass them from another engine, see `engines.encode_text`, which gives
+        the same ids)."""
         text = fix_surrogates(text)  # as encode reads them, so that bytes and word offsets agree with the ids
-        ids = tokenizer.encode(text)
+        if ids is None:
+            ids = tokenizer.encode(text)
         vocab = tokenizer.vocab
         self.bytes += len(text.encode("utf-8"))
         self.chars += len(text)
