@@ -11,7 +11,7 @@ a Dask cluster.
     bpe inspect --tokenizer DIR "some text"
     bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT [--engine auto|python|tiktoken]
     bpe vocab DIR
-    bpe report DIR [TEXT ...] --out report.html
+    bpe report DIR [TEXT ...] --out report.html [--tokenizer OTHER ...]
     bpe serve [--tokenizer DIR ...] [--port N]
     bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
     bpe dataset info DATASET
@@ -438,16 +438,18 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    tokenizers = [(name, load_tokenizer(name, args.special_token, args.pattern)) for name in args.tokenizer]
+    labels = column_names(args.tokenizer)
+    tokenizers = [(label, load_tokenizer(name, args.special_token, args.pattern))
+                  for label, name in zip(labels, args.tokenizer)]
     files = _corpus([args.input])
     path = sources.describe(args.input)
     size = sum(f.size for f in files)
     choices = []
-    for name, tokenizer in tokenizers:
+    for (name, tokenizer), source in zip(tokenizers, args.tokenizer):
         try:
             choices.append(engines.choose(tokenizer, args.engine, input_bytes=size))
         except ValueError as e:  # tiktoken asked for, and it cannot give this tokenizer's ids
-            raise CommandError(f"{name}: {e}") from None
+            raise CommandError(f"{_labelled(name, source)}: {e}") from None
     from tqdm import tqdm
 
     # With several files each is measured on its own too (a folder often holds one language per file).
@@ -474,8 +476,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
     first = columns[0][1]
     print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
     print(report.stats_table(columns))
-    for (name, _), engine in zip(tokenizers, choices):
-        print(f"  engine for {name}: {engine.engine} ({engine.reason})")
+    for (name, _), engine, source in zip(tokenizers, choices, args.tokenizer):
+        print(f"  engine for {_labelled(name, source)}: {engine.engine} ({engine.reason})")
 
 
 def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progress,
@@ -536,19 +538,52 @@ def _short_name(source: str) -> str:
     return Path(source).name or Path(source).resolve().name or source
 
 
+def column_name(source: str) -> str:
+    """What a table calls the tokenizer `--tokenizer source` loads: a pretrained name as it is; an
+    open model's rank file that we know (see `pretrained.KNOWN_RANK_FILES`) by its model's name; a
+    file named tokenizer.json by its folder's name; any other file or folder by its name."""
+    path = Path(source)
+    if source in pretrained.NAMES or not path.exists():
+        return source
+    if path.is_file() and (path.suffix == ".tiktoken" or path.name.endswith(".tiktoken.gz")):
+        known = pretrained.known_rank_file(path)
+        if known is not None:
+            return known.name
+    if path.is_file() and path.name == "tokenizer.json":
+        return _short_name(str(path.resolve().parent))
+    return _short_name(source)
+
+
+def column_names(sources: list[str], taken: tuple[str, ...] = ()) -> list[str]:
+    """`column_name` of each source; where two would share one (or one is in `taken`), the
+    source as given instead."""
+    names = [column_name(s) for s in sources]
+    return [n if names.count(n) == 1 and n not in taken else s for n, s in zip(names, sources)]
+
+
+def _labelled(name: str, source: str) -> str:
+    """A tokenizer's column name, with the source it was loaded from when they differ."""
+    return name if name == source else f"{name} ({source})"
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     out = Path(args.out)
     _writable_dir(out.parent)
     if out.is_dir():
         raise CommandError(f"--out {out} is a folder; name the .html file to write")
-    _refuse_outputs_among([out], [*args.texts, *_tokenizer_files(args.dir)])
+    others = args.tokenizer or []
+    _refuse_outputs_among([out], [*args.texts, *_tokenizer_files(args.dir), *(f for o in others for f in _tokenizer_files(o))])
     _watch_outputs(out)
     tokenizer = load_tokenizer(args.dir, args.special_token, args.pattern)
+    compare: list = report.PRETRAINED  # loaded by the page, which says why one is not available
+    if others:  # given by the user: each must load (they bring their own pattern and special tokens)
+        labels = column_names(others, taken=(_short_name(args.dir),))
+        compare = [(label, load_tokenizer(source, None)) for label, source in zip(labels, others)]
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
     try:
         page = report.build_report(
             tokenizer, name=_short_name(args.dir), path=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts,
-            min_count=args.min_count, progress=not args.quiet,
+            min_count=args.min_count, progress=not args.quiet, pretrained=compare,
         )
     except report.MissingExtra as e:
         raise CommandError(str(e)) from None
@@ -566,7 +601,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if not names:  # ours where `bpe train` puts it by default, beside GPT-2's and GPT-4's when they load
         names = [n for n in ("out/tokenizer", "gpt2", "cl100k_base") if n != "out/tokenizer" or Path(n).is_dir()]
     served = []
-    for name in names:
+    for name, label in zip(names, column_names(names)):
         try:
             tokenizer = load_tokenizer(name, args.special_token, args.pattern)
         except (ValueError, OSError) as e:
@@ -575,7 +610,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             print(f"bpe: note: leaving out {name}: {e}", file=sys.stderr)
             continue
         log = _merge_log_of(name, tokenizer) if Path(name).is_dir() else None
-        served.append(serve.Served(_short_name(name), tokenizer, log))
+        served.append(serve.Served(label, tokenizer, log))
     if not served:
         raise CommandError("no tokenizer to serve: give --tokenizer DIR (or a name such as gpt2)")
     try:
@@ -805,6 +840,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-bytes", type=_positive_int, default=1 << 20, metavar="N",
                    help="read at most N bytes of each TEXT (default: 1 MiB)")
     p.add_argument("--min-count", type=_positive_int, metavar="N", help=min_count_help)
+    p.add_argument("--tokenizer", action="append", metavar="DIR",
+                   help="a tokenizer to compare with: folder, tokenizer.json, .tiktoken or a name; repeat for more "
+                        "(default: gpt2, cl100k_base and o200k_base, where they load)")
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_report)

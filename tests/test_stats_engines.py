@@ -41,7 +41,8 @@ def test_python_and_tiktoken_engines_give_the_same_numbers(folders, capsys, monk
     ours, ours_cl100k, corpus = folders
     argv = ["--tokenizer", str(ours), "--tokenizer", str(ours_cl100k), str(corpus)]
     by_python, named = stats(capsys, *argv, "--engine", "python")
-    assert named == [f"  engine for {ours}: python (asked for)", f"  engine for {ours_cl100k}: python (asked for)"]
+    assert named == [f"  engine for ours ({ours}): python (asked for)",
+                     f"  engine for ours-cl100k ({ours_cl100k}): python (asked for)"]
     # The tiktoken run must not fall back to ours: our BPE is out of reach while it runs.
     def refuse(*args, **kwargs):
         raise AssertionError("the Python engine ran")
@@ -49,7 +50,8 @@ def test_python_and_tiktoken_engines_give_the_same_numbers(folders, capsys, monk
     monkeypatch.setattr(Tokenizer, "encode_packed", refuse)
     monkeypatch.setattr(Tokenizer, "encode", refuse)
     by_tiktoken, named = stats(capsys, *argv, "--engine", "tiktoken")
-    assert named == [f"  engine for {ours}: tiktoken (asked for)", f"  engine for {ours_cl100k}: tiktoken (asked for)"]
+    assert named == [f"  engine for ours ({ours}): tiktoken (asked for)",
+                     f"  engine for ours-cl100k ({ours_cl100k}): tiktoken (asked for)"]
     assert by_tiktoken == by_python
     assert sum(line.endswith("characters") for line in by_python) == 6  # five files, then all of them
     monkeypatch.undo()
@@ -65,7 +67,7 @@ def test_python_and_tiktoken_engines_give_the_same_numbers(folders, capsys, monk
 def test_auto_names_the_engine_and_its_reason(folders, capsys):
     ours, _, corpus = folders
     _, named = stats(capsys, "--tokenizer", str(ours), str(corpus / "english.txt"))
-    assert named == [f"  engine for {ours}: python (the input is under 4 MB, where checking that tiktoken "
+    assert named == [f"  engine for ours ({ours}): python (the input is under 4 MB, where checking that tiktoken "
                      "gives our ids would cost more than it saves)"]
 
 
@@ -80,7 +82,7 @@ def test_tiktoken_is_refused_with_the_engine_s_reason(folders, tmp_path, capsys)
     assert captured.out == ""  # refused before any encoding
     err = captured.err.strip().splitlines()
     assert len(err) == 1
-    assert err[0].startswith(f"bpe: {custom}: engine 'tiktoken' cannot give this tokenizer's ids: a custom regex")
+    assert err[0].startswith(f"bpe: custom ({custom}): engine 'tiktoken' cannot give this tokenizer's ids: a custom regex")
     # Under auto the same tokenizer is measured by ours, and says why.
     assert main([*argv, "--engine", "auto"]) == 0
-    assert f"  engine for {custom}: python (the input is under 4 MB" in capsys.readouterr().out
+    assert f"  engine for custom ({custom}): python (the input is under 4 MB" in capsys.readouterr().out
