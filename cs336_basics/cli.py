@@ -18,8 +18,9 @@ a Dask cluster.
     bpe dataset verify DATASET
     bpe dataset convert DIR --format megatron|llmc --out PREFIX [--shard-tokens N]
 
---tokenizer takes a folder, a tokenizer.json, a .tiktoken file, or a pretrained name (gpt2,
-r50k_base, p50k_base, cl100k_base, o200k_base; read through tiktoken).
+--tokenizer takes a folder, a tokenizer.json, a .tiktoken file (an open model's that we know, such
+as Qwen's, brings its pattern and special tokens), or a pretrained name (gpt2, r50k_base,
+p50k_base, cl100k_base, o200k_base; read through tiktoken).
 
 Bad input ends the command with one line on stderr and a non-zero exit status; Ctrl-C and SIGTERM
 leave no partly written output (and no temporary file) and exit with 130 and 143.
