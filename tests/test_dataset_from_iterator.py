@@ -3,6 +3,7 @@
 `.jsonl` of them). Also: flat memory on a long stream, resume only when asked and only over the
 same documents, and refusals."""
 
+import hashlib
 import json
 import os
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.datasets import from_documents, layout
+from cs336_basics.datasets.loader import TokenDataset
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
 
@@ -92,6 +94,7 @@ def test_a_generator_over_many_shards_gives_the_ids_and_documents_of_the_joined_
     assert ids.tolist() == expected_ids.tolist() == tok.encode(EOT.join(documents))
     assert starts.tolist() == expected_starts.tolist()
     assert written.documents == len(documents) and not (tmp_path / "iter" / ".work").exists()
+    TokenDataset(tmp_path / "iter").verify()  # what `bpe dataset verify` checks
 
 
 def test_a_list_without_special_tokens_gives_the_dataset_of_the_jsonl(tmp_path):
@@ -174,6 +177,13 @@ def test_resume_with_the_same_documents_keeps_the_finished_shards_and_ends_byte_
     with pytest.raises(Stop):
         tok.encode_dataset_from_iterator(stopping(documents, 150), tmp_path / "d", **options)
     assert not (tmp_path / "d" / layout.MANIFEST).exists()
+    # What the stop left: whole shards (each with its record), no temporary file.
+    left = [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
+    assert not [p for p in left if p.name.endswith(".tmp")]
+    for shard in (tmp_path / "d").glob("shard-*.docs.npy"):
+        name = shard.name.removesuffix(".docs.npy")
+        record = json.loads((tmp_path / "d" / ".work" / f"{name}.json").read_text())
+        assert hashlib.sha256((tmp_path / "d" / f"{name}.npy").read_bytes()).hexdigest() == record["sha256"]
     # Without resume=True the directory is refused: we cannot know these are the same documents.
     with pytest.raises(ValueError, match="cannot be replayed: pass resume=True with the same documents"):
         tok.encode_dataset_from_iterator(documents, tmp_path / "d", **options)

@@ -249,50 +249,56 @@ def _run(tokenizer, documents, text_field, head, listed, store: Store, dtype: np
             texts, batch.documents = batch.documents, None
             yield i, texts
 
-    with _workers(tokenizer, tasks(), store, dtype, num_workers, executor, lock_fd, engine) as (results, assemble):
-        pending: deque[tuple[int, tuple[int, int], Future]] = deque()
-        parts: list[tuple[int, bool]] = []
-        digests: list[bytes] = []
-        shard_first, size, read = first_batch, 0, 0
-        starts_document = last_id is None or last_id == separator_id
-
-        def close(stop: int, final: bool) -> None:
-            nonlocal parts, digests, shard_first, size, read, starts_document
-            k = len(entries) + len(pending)
-            extra = {"text_sha256": _text_sha256(digests), "input_documents": read, "input_bytes": size,
-                     "final": final}
-            before_next = {"any_document": any_document, "last_id": last_id}
-            pending.append((k, (shard_first, stop), assemble(store.root, k, (shard_first, stop), parts,
-                                                              starts_document, dtype.str, separator_id,
-                                                              before_next, extra)))
-            parts, digests, shard_first, size, read = [], [], stop, 0, 0
+    try:
+        with _workers(tokenizer, tasks(), store, dtype, num_workers, executor, lock_fd, engine) as (results, assemble):
+            pending: deque[tuple[int, tuple[int, int], Future]] = deque()
+            parts: list[tuple[int, bool]] = []
+            digests: list[bytes] = []
+            shard_first, size, read = first_batch, 0, 0
             starts_document = last_id is None or last_id == separator_id
 
-        i = first_batch
-        for i, record in enumerate(results, start=first_batch):
-            batch = sizes.pop(i)
-            # Every batch starts a document: a separator goes before it after any document.
-            before = separator_id is not None and any_document
-            parts.append((i, before))
-            if before:
-                last_id = separator_id
-            if record["tokens"]:
-                last_id = record["last_id"]
-            any_document = True
-            digests.append(batch.digest)
-            size += batch.size
-            read += batch.count
-            done += batch.size
-            if on_progress:
-                on_progress(done)
-            if size >= budget:
-                close(i + 1, final=False)
-            while pending and pending[0][2].done():
+            def close(stop: int, final: bool) -> None:
+                nonlocal parts, digests, shard_first, size, read, starts_document
+                k = len(entries) + len(pending)
+                extra = {"text_sha256": _text_sha256(digests), "input_documents": read, "input_bytes": size,
+                         "final": final}
+                before_next = {"any_document": any_document, "last_id": last_id}
+                pending.append((k, (shard_first, stop), assemble(store.root, k, (shard_first, stop), parts,
+                                                                  starts_document, dtype.str, separator_id,
+                                                                  before_next, extra)))
+                parts, digests, shard_first, size, read = [], [], stop, 0, 0
+                starts_document = last_id is None or last_id == separator_id
+
+            i = first_batch
+            for i, record in enumerate(results, start=first_batch):
+                batch = sizes.pop(i)
+                # Every batch starts a document: a separator goes before it after any document.
+                before = separator_id is not None and any_document
+                parts.append((i, before))
+                if before:
+                    last_id = separator_id
+                if record["tokens"]:
+                    last_id = record["last_id"]
+                any_document = True
+                digests.append(batch.digest)
+                size += batch.size
+                read += batch.count
+                done += batch.size
+                if on_progress:
+                    on_progress(done)
+                if size >= budget:
+                    close(i + 1, final=False)
+                while pending and pending[0][2].done():
+                    _collect(pending.popleft(), entries, store)
+            if parts:
+                close(i + 1, final=True)
+            while pending:
                 _collect(pending.popleft(), entries, store)
-        if parts:
-            close(i + 1, final=True)
-        while pending:
-            _collect(pending.popleft(), entries, store)
+    except BaseException:
+        # The workers have stopped (local ones are waited for): what they had begun to write goes, so a
+        # stopped run leaves whole shards and records only.
+        writer._remove_leftovers(store)
+        raise
 
     writer._remove_leftovers(store)
     manifest = {**head, "shards": entries, "totals": writer._totals(dict(enumerate(entries)))}
