@@ -15,12 +15,13 @@ assembles it exactly as for files. The shards depend only on the documents and t
 
 Resume. We cannot replay an iterable, and cannot tell whether a second one holds the same
 documents without reading them. So a directory holding a dataset (finished or not) written from
-an iterable is refused unless `resume=True` (or `overwrite=True`, which writes it anew). With
-`resume=True` the caller passes the same documents from the start: for each shard the earlier run
-finished, the documents it holds are read again (not encoded) and their sha256 checked against the
-shard's record (`text_sha256`); the first shard whose files or documents differ, and every one
-after it, is written again from those documents on. Documents that differ within a finished
-shard are an error (they are not the same documents). A run that had reached the end of its
+an iterable is refused unless `resume=True` (or `overwrite=True`, which writes it anew; with both,
+a dataset of the same settings is resumed and one of other settings written anew). With
+`resume=True` the caller passes the same documents from the start. The shards the earlier run
+finished are kept up to the first whose files no longer match their record (size and sha256);
+for each kept shard the documents it holds are read again (not encoded) and their sha256 checked
+against the shard's record (`text_sha256`): documents that differ are an error (they are not the
+same documents; nothing is changed). The rest is written from there on. A run that had reached the end of its
 documents before its last shard was full (that shard is marked `final`) resumes only if the
 documents end there too. (A last batch cut short by the end of the documents would hold more of
 them in a longer run: its sha256 tells.)
