@@ -552,6 +552,46 @@ class Tokenizer:
             engine=engine,
         )
 
+    def encode_dataset_from_iterator(
+        self,
+        documents: Iterable,
+        directory: str | os.PathLike,
+        *,
+        shard_size: int | None = None,
+        num_workers: int | None = None,
+        executor: "concurrent.futures.Executor | None" = None,
+        piece_size: int | None = None,
+        text_field: str = "text",
+        dtype: str | None = None,
+        overwrite: bool = False,
+        resume: bool = False,
+        on_progress: Callable[[int], None] | None = None,
+        engine: "str | engines.Choice" = "auto",
+    ):
+        """`encode_dataset` of documents from any iterable (a list, a generator, a `datasets`
+        dataset; items are str, or mappings whose `text_field` holds one): the dataset of a `.txt`
+        of them joined by the first special token, each document ending at its separator. Batches
+        of about `piece_size` characters go to `num_workers` processes (default: all cores), two
+        per worker in flight, so memory stays flat on an endless stream.
+
+        An iterable cannot be replayed, so a directory that already holds a dataset written from
+        one is refused unless `resume=True`: pass the same documents from the start, and the shards
+        whose documents check out (read again and hashed, not encoded) are kept; or
+        `overwrite=True` to write it anew. See `cs336_basics.datasets.from_documents`. Returns a
+        `datasets.writer.Written`; `on_progress` counts UTF-8 bytes of documents done.
+
+        >>> tok.encode_dataset_from_iterator((row["text"] for row in rows), "data/web")  # doctest: +SKIP
+        """
+        from cs336_basics.datasets.from_documents import write_dataset_from_documents
+        from cs336_basics.datasets.writer import DEFAULT_SHARD_SIZE
+
+        return write_dataset_from_documents(
+            self, documents, directory, shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
+            piece_size=piece_size, num_workers=num_workers or default_num_workers(_PARALLEL_MIN_BYTES),
+            executor=executor, dtype=dtype, overwrite=overwrite, resume=resume, text_field=text_field,
+            on_progress=on_progress, engine=engine,
+        )
+
     def encode_batch(
         self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
     ) -> list[list[int]]:

@@ -9,17 +9,18 @@ An INPUT is a file, folder, glob or URL of .txt, .jsonl or .parquet files (see `
 a Dask cluster.
     bpe decode --tokenizer DIR FILE.npy
     bpe inspect --tokenizer DIR "some text"
-    bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT
+    bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT [--engine auto|python|tiktoken]
     bpe vocab DIR
-    bpe report DIR [TEXT ...] --out report.html
+    bpe report DIR [TEXT ...] --out report.html [--tokenizer OTHER ...]
     bpe serve [--tokenizer DIR ...] [--port N]
     bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
     bpe dataset info DATASET
     bpe dataset verify DATASET
     bpe dataset convert DIR --format megatron|llmc --out PREFIX [--shard-tokens N]
 
---tokenizer takes a folder, a tokenizer.json, a .tiktoken file, or a pretrained name (gpt2,
-r50k_base, p50k_base, cl100k_base, o200k_base; read through tiktoken).
+--tokenizer takes a folder, a tokenizer.json, a .tiktoken file (an open model's that we know, such
+as Qwen's, brings its pattern and special tokens), or a pretrained name (gpt2, r50k_base,
+p50k_base, cl100k_base, o200k_base; read through tiktoken).
 
 Bad input ends the command with one line on stderr and a non-zero exit status; Ctrl-C and SIGTERM
 leave no partly written output (and no temporary file) and exit with 130 and 143.
@@ -39,6 +40,7 @@ from pathlib import Path
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.corpora import executors, sources
+from cs336_basics.encode import engines
 from cs336_basics.formats import pretrained
 from cs336_basics.formats.staged import atomic_write_texts
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
@@ -327,8 +329,6 @@ def cmd_encode(args: argparse.Namespace) -> None:
 
 def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> tuple:
     """(the corpus's bytes, how many workers, the engine) for `bpe encode`, to either output."""
-    from cs336_basics.encode import engines
-
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
     return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
@@ -439,10 +439,18 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    tokenizers = [(name, load_tokenizer(name, args.special_token, args.pattern)) for name in args.tokenizer]
+    labels = column_names(args.tokenizer)
+    tokenizers = [(label, load_tokenizer(name, args.special_token, args.pattern))
+                  for label, name in zip(labels, args.tokenizer)]
     files = _corpus([args.input])
     path = sources.describe(args.input)
     size = sum(f.size for f in files)
+    choices = []
+    for (name, tokenizer), source in zip(tokenizers, args.tokenizer):
+        try:
+            choices.append(engines.choose(tokenizer, args.engine, input_bytes=size))
+        except ValueError as e:  # tiktoken asked for, and it cannot give this tokenizer's ids
+            raise CommandError(f"{_labelled(name, source)}: {e}") from None
     from tqdm import tqdm
 
     # With several files each is measured on its own too (a folder often holds one language per file).
@@ -451,11 +459,12 @@ def cmd_stats(args: argparse.Namespace) -> None:
     # disable=None: no bar when stderr is not a terminal, so a failure stays one line in logs.
     quiet = True if args.quiet else None
     with tqdm(total=size * len(tokenizers), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
-        for name, tokenizer in tokenizers:
+        for (name, tokenizer), engine in zip(tokenizers, choices):
             total = report.TextStats()
             for k, f in enumerate(files):
                 done = bar.n
-                stats = _measure_corpus(tokenizer, [f], args.text_field, lambda n: bar.update(done + n - bar.n))
+                stats = _measure_corpus(tokenizer, [f], args.text_field, lambda n: bar.update(done + n - bar.n),
+                                        engine)
                 per_file[k].append(stats)
                 total.update(stats)
             columns.append((name, total))
@@ -468,11 +477,16 @@ def cmd_stats(args: argparse.Namespace) -> None:
     first = columns[0][1]
     print(f"{path}: {first.bytes:,} bytes, {first.chars:,} characters")
     print(report.stats_table(columns))
+    for (name, _), engine, source in zip(tokenizers, choices, args.tokenizer):
+        print(f"  engine for {_labelled(name, source)}: {engine.engine} ({engine.reason})")
 
 
-def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progress) -> "report.TextStats":
+def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progress,
+                    engine: "engines.Choice | None" = None) -> "report.TextStats":
     """`report.TextStats` of a corpus of any format (see `sources`): each document or block of text
-    is measured as it is read, so memory stays flat."""
+    is measured as it is read, so memory stays flat. The ids come from `engine` (a `Choice` of
+    `engines.choose`; the Python engine when None), which gives the same ids as `encode`."""
+    engine = engine or engines.choose(tokenizer, "python")
     stats = report.TextStats()
     units = sources.plan_units(files, piece_size=1 << 22, special_tokens=tokenizer.special_tokens,
                                text_field=text_field, pattern=tokenizer.pattern)
@@ -480,7 +494,7 @@ def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progr
     for unit in units:
         for consumed, text, _ in sources.read_unit(unit):
             if text:
-                stats.add(tokenizer, text)
+                stats.add(tokenizer, text, engines.encode_text(engine, tokenizer, text).tolist())
             done += consumed
             on_progress(done)
     return stats
@@ -525,19 +539,52 @@ def _short_name(source: str) -> str:
     return Path(source).name or Path(source).resolve().name or source
 
 
+def column_name(source: str) -> str:
+    """What a table calls the tokenizer `--tokenizer source` loads: a pretrained name as it is; an
+    open model's rank file that we know (see `pretrained.KNOWN_RANK_FILES`) by its model's name; a
+    file named tokenizer.json by its folder's name; any other file or folder by its name."""
+    path = Path(source)
+    if source in pretrained.NAMES or not path.exists():
+        return source
+    if path.is_file() and (path.suffix == ".tiktoken" or path.name.endswith(".tiktoken.gz")):
+        known = pretrained.known_rank_file(path)
+        if known is not None:
+            return known.name
+    if path.is_file() and path.name == "tokenizer.json":
+        return _short_name(str(path.resolve().parent))
+    return _short_name(source)
+
+
+def column_names(sources: list[str], taken: tuple[str, ...] = ()) -> list[str]:
+    """`column_name` of each source; where two would share one (or one is in `taken`), the
+    source as given instead."""
+    names = [column_name(s) for s in sources]
+    return [n if names.count(n) == 1 and n not in taken else s for n, s in zip(names, sources)]
+
+
+def _labelled(name: str, source: str) -> str:
+    """A tokenizer's column name, with the source it was loaded from when they differ."""
+    return name if name == source else f"{name} ({source})"
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     out = Path(args.out)
     _writable_dir(out.parent)
     if out.is_dir():
         raise CommandError(f"--out {out} is a folder; name the .html file to write")
-    _refuse_outputs_among([out], [*args.texts, *_tokenizer_files(args.dir)])
+    others = args.tokenizer or []
+    _refuse_outputs_among([out], [*args.texts, *_tokenizer_files(args.dir), *(f for o in others for f in _tokenizer_files(o))])
     _watch_outputs(out)
     tokenizer = load_tokenizer(args.dir, args.special_token, args.pattern)
+    compare: list = report.PRETRAINED  # loaded by the page, which says why one is not available
+    if others:  # given by the user: each must load (they bring their own pattern and special tokens)
+        labels = column_names(others, taken=(_short_name(args.dir),))
+        compare = [(label, load_tokenizer(source, None)) for label, source in zip(labels, others)]
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
     try:
         page = report.build_report(
             tokenizer, name=_short_name(args.dir), path=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts,
-            min_count=args.min_count, progress=not args.quiet,
+            min_count=args.min_count, progress=not args.quiet, pretrained=compare,
         )
     except report.MissingExtra as e:
         raise CommandError(str(e)) from None
@@ -555,7 +602,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     if not names:  # ours where `bpe train` puts it by default, beside GPT-2's and GPT-4's when they load
         names = [n for n in ("out/tokenizer", "gpt2", "cl100k_base") if n != "out/tokenizer" or Path(n).is_dir()]
     served = []
-    for name in names:
+    for name, label in zip(names, column_names(names)):
         try:
             tokenizer = load_tokenizer(name, args.special_token, args.pattern)
         except (ValueError, OSError) as e:
@@ -564,7 +611,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             print(f"bpe: note: leaving out {name}: {e}", file=sys.stderr)
             continue
         log = _merge_log_of(name, tokenizer) if Path(name).is_dir() else None
-        served.append(serve.Served(_short_name(name), tokenizer, log))
+        served.append(serve.Served(label, tokenizer, log))
     if not served:
         raise CommandError("no tokenizer to serve: give --tokenizer DIR (or a name such as gpt2)")
     try:
@@ -765,6 +812,8 @@ def build_parser() -> argparse.ArgumentParser:
     corpus_options(p, dask=False)
     p.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
                    help="folder, tokenizer.json, .tiktoken or a name (e.g. cl100k_base); repeat to compare")
+    p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
+                   help="what encodes the corpus, as for encode (the numbers are the same with each)")
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_stats)
@@ -792,6 +841,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-bytes", type=_positive_int, default=1 << 20, metavar="N",
                    help="read at most N bytes of each TEXT (default: 1 MiB)")
     p.add_argument("--min-count", type=_positive_int, metavar="N", help=min_count_help)
+    p.add_argument("--tokenizer", action="append", metavar="DIR",
+                   help="a tokenizer to compare with: folder, tokenizer.json, .tiktoken or a name; repeat for more "
+                        "(default: gpt2, cl100k_base and o200k_base, where they load)")
     specials(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_report)

@@ -15,7 +15,7 @@ import io
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,10 +109,13 @@ class TextStats:
         """How many of the most frequent tokens make up half of all tokens."""
         return tokens_for_share(self.counts, 0.5)
 
-    def add(self, tokenizer: Tokenizer, text: str) -> None:
-        """Encode `text` and count it in."""
+    def add(self, tokenizer: Tokenizer, text: str, ids: "Sequence[int] | None" = None) -> None:
+        """Count `text` in, with its `ids`: what `tokenizer.encode(text)` gives (computed here when
+        None; a caller may pass them from another engine, see `engines.encode_text`, which gives
+        the same ids)."""
         text = fix_surrogates(text)  # as encode reads them, so that bytes and word offsets agree with the ids
-        ids = tokenizer.encode(text)
+        if ids is None:
+            ids = tokenizer.encode(text)
         vocab = tokenizer.vocab
         self.bytes += len(text.encode("utf-8"))
         self.chars += len(text)
@@ -487,7 +490,7 @@ def build_report(
     path: str | None = None,
     log: MergeLog | None = None,
     texts: list[HeldOut] = (),
-    pretrained: list[str] = PRETRAINED,
+    pretrained: "list[str | tuple[str, Tokenizer]]" = PRETRAINED,
     min_count: int | None = None,
     num_points: int = 7,
     sample_chars: int = 1500,
@@ -496,7 +499,9 @@ def build_report(
     """The report page for `tokenizer` (called `name`, loaded from `path`) as one self-contained HTML document.
 
     `log` is its merge log (for the training curve and merge counts), `texts` held-out text for the
-    held-out curve, the comparison with the `pretrained` tokenizers and the coloured sample; the
+    held-out curve, the comparison with the `pretrained` tokenizers (names loaded with
+    `load_pretrained`, whose column says why when one cannot be loaded, or (label, Tokenizer)
+    pairs already loaded) and the coloured sample; the
     held-out curve has about `num_points` vocabulary sizes. Tokens with fewer than `min_count`
     occurrences in the encoded training corpus (when the log records them) are listed as under-trained
     (default: `default_min_count`). `progress` shows a progress bar on a terminal.
@@ -516,9 +521,9 @@ def build_report(
 
         bar = tqdm(total=1 + len(sizes) + len(pretrained), unit="step", desc="report", disable=None)
 
-    by_text: dict[str, list[TextStats]] = {}  # tokenizer's label -> its stats on each text
+    by_text: dict[object, list[TextStats]] = {}  # tokenizer's label (`_OURS` for ours) -> its stats on each text
 
-    def measure(tok: Tokenizer, what: str) -> TextStats:
+    def measure(tok: Tokenizer, what: str, key: object = None) -> TextStats:
         if bar is not None:
             bar.set_postfix_str(what, refresh=True)
         stats = TextStats()
@@ -528,7 +533,7 @@ def build_report(
             one.add(tok, t.text)
             stats.update(one)
             each.append(one)
-        by_text[what] = each
+        by_text[what if key is None else key] = each
         if bar is not None:
             bar.update(1)
         return stats
@@ -536,13 +541,16 @@ def build_report(
     held_out: list[tuple[int, float]] = []
     others: list[tuple[str, TextStats | None, str]] = []
     try:
-        ours = measure(tokenizer, "ours") if texts else TextStats()
+        ours = measure(tokenizer, "ours", _OURS) if texts else TextStats()
         for k in sizes:
-            held_out.append((base + k, measure(truncated(tokenizer, k), f"{base + k:,} tokens").bytes_per_token))
+            held_out.append((base + k, measure(truncated(tokenizer, k), f"{base + k:,} tokens", k).bytes_per_token))
         if texts:
             held_out.append((base + len(merges), ours.bytes_per_token))
-            for pname in pretrained:
-                other, reason = load_pretrained(pname)
+            for item in pretrained:
+                if isinstance(item, str):
+                    pname, (other, reason) = item, load_pretrained(item)
+                else:
+                    (pname, other), reason = item, ""
                 stats = None
                 if other is not None:
                     try:
@@ -573,12 +581,15 @@ def build_report(
         occurrences = ours.counts
         min_count = default_min_count(ours.tokens) if min_count is None else min_count
     flagged = under_trained(vocab_entries(tokenizer, log, occurrences=occurrences, min_count=min_count))
-    per_text = [(label, by_text[label]) for label in ["ours"] + [n for n, s, _ in others if s is not None]
+    per_text = [(label, by_text[label]) for label in [_OURS] + [n for n, s, _ in others if s is not None]
                 if label in by_text]
     return _page(tokenizer, name=name, path=path, log=log, texts=texts, ours=ours, others=others, per_text=per_text,
                  flagged=flagged, min_count=min_count, counted_on=counted_on,
                  training=training, held_out=held_out, points=[base + k for k in points], plots=plots,
                  sample_chars=sample_chars)
+
+
+_OURS = object()  # the key of ours among the tokenizers measured on each text
 
 
 def _fractions(n: int) -> list[float]:
@@ -798,7 +809,7 @@ def _page(tokenizer, *, name, path, log, texts, ours, others, per_text, flagged,
             "many of the most frequent tokens make up half of the text. See README, \"Measures\".</p>")
         rows = [(f"{name} (this one)", ours)] + [(label, s) for label, s, _ in others if s is not None]
         if len(texts) > 1:
-            names_of = {"ours": f"{name} (this one)"}
+            names_of = {_OURS: f"{name} (this one)"}
             rows += [(f"{names_of.get(label, label)} on {t.name}", one)
                      for k, t in enumerate(texts) for label, each in per_text for one in [each[k]]]
         add(_measures_table(rows, "measures-table"))

@@ -27,6 +27,12 @@ The manifest (JSON, keys in this order):
                      the two files' sizes, "before_next": {"any_document", "last_id"}, what the
                      next shard's writer needs to know of the corpus up to here (see `writer`)}]
     totals          {"tokens", "documents", "shards"}
+
+A dataset written from a Python iterable of documents (see `from_documents`) has `"source":
+"iterable"` after `version`, no `inputs` (an empty list), `piece_size` in characters per batch of
+documents, shards whose `units` index those batches, and in each shard's entry, last:
+`text_sha256` (of its documents' text, to check a resume), `input_documents`, `input_bytes` and
+`final` (the end of the documents closed it).
 """
 
 import json

@@ -155,6 +155,10 @@ def _head(tokenizer, files, units, dtype: np.dtype, shard_size: int, piece_size:
 
 def what_changed(old: dict, new: dict) -> str:
     """The differences between two heads (see `_head`), in words."""
+    if old.get("source") != new.get("source"):  # "iterable" (see `from_documents`), or None: files
+        source = {None: "files", "iterable": "an iterable of documents"}
+        return (f"it was written from {source.get(old.get('source'), old.get('source'))}, "
+                f"now from {source.get(new.get('source'), new.get('source'))}")
     changes = []
     old_tok, new_tok = old.get("tokenizer") or {}, new["tokenizer"]
     if old_tok.get("pattern") != new_tok["pattern"]:
@@ -420,9 +424,11 @@ def assemble_shard(
     dtype: str,
     separator_id: int | None,
     before_next: dict,
+    extra: dict | None = None,
 ) -> dict:
     """In a worker: join the parts (unit index, separator before it?) into shard `index`, write its
-    ids and document starts into place, then its record; return the record (a manifest entry).
+    ids and document starts into place, then its record; return the record (a manifest entry,
+    with the keys of `extra` last).
 
     `starts_document` says whether the shard's first id starts a document (it is the corpus's
     first, or the id before it is the separator)."""
@@ -477,6 +483,7 @@ def assemble_shard(
         "bytes": len(header) + tokens * dtype.itemsize,
         "docs_bytes": len(docs_bytes),
         "before_next": before_next,
+        **(extra or {}),
     }
     _write_json(store, f"{WORK}/{name}.json", entry, fsync=True)
     return entry

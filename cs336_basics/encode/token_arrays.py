@@ -214,6 +214,34 @@ def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit
     return result
 
 
+def encode_documents(tokenizer, documents: Sequence[str], dtype: str, engine: "engines.Choice | None" = None) -> bytes:
+    """The ids of `documents` joined by the first special token (without special tokens: each
+    document's ids, one after another, as for JSON records), packed as `dtype`: the ids of a `.txt`
+    of them joined so. `engine` is as for `encode_unit`."""
+    texts = [tokenizer.special_tokens[0].join(documents)] if tokenizer.special_tokens else list(documents)
+    if engine is not None and engine.engine == "tiktoken":
+        arrays = engines.encode_texts(engine, tokenizer, texts)
+        return np.concatenate(arrays).astype(dtype, copy=False).tobytes() if arrays else b""
+    data = b"".join(tokenizer.encode_packed(text) for text in texts)
+    if np.dtype(dtype) != np.dtype(tokenizer.packed_dtype):
+        data = np.frombuffer(data, dtype=tokenizer.packed_dtype).astype(dtype).tobytes()
+    return data
+
+
+def _encode_documents_in_worker(key: str, state: tuple | None, documents: list[str], dtype: str,
+                                engine: "engines.Choice | None" = None) -> bytes:
+    """`encode_documents` in a worker, which finds the tokenizer as `_encode_unit_in_worker` does."""
+    if state is not None:
+        return encode_documents(_tokenizer_for(key, state), documents, dtype, engine)
+    tokenizer = _worker_tokenizers[key]
+    if _shared is None or engine is not None and engine.engine == "tiktoken":
+        return encode_documents(tokenizer, documents, dtype, engine)
+    _shared.absorb(tokenizer._cache)
+    result = encode_documents(tokenizer, documents, dtype)
+    _shared.publish(tokenizer._cache)
+    return result
+
+
 def _light(engine: "engines.Choice") -> "engines.Choice":
     """The choice without its ranks, for local workers, which got them when they started."""
     return dataclasses.replace(engine, ranks=None, differing=None) if engine.engine == "tiktoken" else engine

