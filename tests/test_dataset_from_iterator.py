@@ -180,9 +180,10 @@ def test_resume_with_the_same_documents_keeps_the_finished_shards_and_ends_byte_
     # What the stop left: whole shards (each with its record), no temporary file.
     left = [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
     assert not [p for p in left if p.name.endswith(".tmp")]
-    for shard in (tmp_path / "d").glob("shard-*.docs.npy"):
-        name = shard.name.removesuffix(".docs.npy")
-        record = json.loads((tmp_path / "d" / ".work" / f"{name}.json").read_text())
+    # A shard's record is written last: a shard stopped before it has none and is written again.
+    for record_path in (tmp_path / "d" / ".work").glob("shard-*.json"):
+        record = json.loads(record_path.read_text())
+        name = record_path.name.removesuffix(".json")
         assert hashlib.sha256((tmp_path / "d" / f"{name}.npy").read_bytes()).hexdigest() == record["sha256"]
     # Without resume=True the directory is refused: we cannot know these are the same documents.
     with pytest.raises(ValueError, match="cannot be replayed: pass resume=True with the same documents"):
