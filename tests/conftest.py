@@ -15,8 +15,17 @@
 
 import os
 import signal
+import sys
 
 import pytest
+
+# Many containers set PYTHONDONTWRITEBYTECODE, and `uv sync` writes no bytecode: then every process
+# the suite starts (the xdist workers, and the hundreds of `bpe` commands the tests run) compiles
+# numpy, hypothesis and our modules from source again, and pytest rewrites hypothesis's hundred
+# modules anew in each worker. Writing the caches, once, saves far more than the run they are
+# written in costs. (The processes started after this inherit the environment.)
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 _MUTATION_EXAMPLES = os.environ.get("BPE_MUTATION_EXAMPLES")
 _QUICK_EXAMPLES = 10
