@@ -266,7 +266,8 @@ class EncodeCache(dict):
     Memory stays bounded: when `max_entries` are held, they become the *old* generation and a new
     one starts; an entry found in the old generation moves to the new one, so what text uses
     often survives, and what it stopped using is dropped a generation later. Keys longer than
-    `max_key_length` are not kept. The parts of pre-tokens merged in parts (see `merge_words`) are
+    `max_key_length` are not kept. `whole` maps pre-tokens to their ids where they are taken whole
+    instead of merged (Hugging Face's `ignore_merges`: a pre-token in the vocabulary). The parts of pre-tokens merged in parts (see `merge_words`) are
     kept apart, up to `max_entries` of them, then dropped all at once.
     """
 
@@ -279,8 +280,10 @@ class EncodeCache(dict):
         pretokenizer: Pretokenizer | None = None,
         codec: str = "utf-32-le" if sys.byteorder == "little" else "utf-32-be",
         fixed: dict[str, bytes] | None = None,
+        whole: dict[str, bytes] | None = None,
     ):
         super().__init__()
+        self._whole = whole  # pre-tokens taken whole when in the vocabulary (`ignore_merges`), with their ids
         self._table = table
         self._pretokenizer = pretokenizer if pretokenizer is not None and pretokenizer.boundary else None
         self._codec = codec
@@ -360,6 +363,15 @@ class EncodeCache(dict):
                     continue
                 keep[piece] = value
             ids[piece] = value
+        whole = self._whole
+        if whole:
+            taken = [piece for piece in new if piece in whole]
+            if taken:
+                for piece in taken:
+                    ids[piece] = keep[piece] = whole[piece]
+                if self._learned is not None:
+                    self._learned.update(zip(taken, map(whole.__getitem__, taken)))
+                new = [piece for piece in new if piece not in whole]
         table, codec = self._table, self._codec
         # Long pre-tokens are merged in parts (see `merge_words`), and non-ASCII ones when few merges
         # join the bytes of non-ASCII characters. Short ASCII ones have few places that no token

@@ -45,6 +45,8 @@ from functools import lru_cache
 
 import regex
 
+from cs336_basics.text import pipelines
+
 GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 CL100K = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
@@ -100,6 +102,9 @@ def canonical(pattern: str) -> str:
     """
     if not isinstance(pattern, str):
         raise ValueError(f"pattern must be a str (a name or a regex), got {pattern!r}")
+    if pipelines.is_pipeline(pattern):
+        pipelines.get(pattern)  # validated
+        return pattern
     if pattern in NAMED:
         return pattern
     if pattern in ALIASES:
@@ -120,6 +125,11 @@ def regex_string(pattern: str) -> str | None:
     True
     """
     name = canonical(pattern)
+    if pipelines.is_pipeline(name):
+        raise ValueError(
+            "the pattern is a Hugging Face pipeline (normalizers and several Split steps), which no single "
+            "regex expresses: tiktoken and other one-regex engines cannot run it"
+        )
     return NAMED[name] if name in NAMED else name
 
 
@@ -146,6 +156,7 @@ class Pretokenizer:
     chunk_re: "re.Pattern[str] | None"
     safe_cut_bytes: "re.Pattern[bytes] | None"  # a non-whitespace ASCII byte before a boundary
     last_boundary: "re.Pattern[str] | None"  # matched from the start, ends at the last boundary
+    pipeline: "pipelines.Pipeline | None" = None  # a Hugging Face pipeline (see `pipelines`)
 
     @property
     def boundary(self) -> bool:
@@ -153,6 +164,8 @@ class Pretokenizer:
 
     def pretokens(self, document: str) -> list[str]:
         """The pre-tokens of a document, exactly; raises ValueError if a custom regex leaves text unmatched."""
+        if self.pipeline is not None:
+            return self.pipeline.pretokens(self.pipeline.normalize(document))
         if self.compiled is None:
             return [document] if document else []
         if self.name in NAMED:  # the named patterns match every character (a test checks it)
@@ -273,6 +286,9 @@ def _boundary_regexes(name: str):
 def get(pattern: str) -> Pretokenizer:
     """The Pretokenizer of a pattern name, alias or custom regex (validated; see `canonical`)."""
     name = canonical(pattern)
+    if pipelines.is_pipeline(name):
+        pipeline = pipelines.get(name)
+        return Pretokenizer(name, None, None, *_boundary_regexes("cl100k" if pipeline.boundary else name), pipeline)
     source = NAMED[name] if name in NAMED else name
     compiled = None if source is None else (regex.compile(source) if name in NAMED else _compile_custom(source))
     return Pretokenizer(name, source, compiled, *_boundary_regexes(name))

@@ -1,0 +1,279 @@
+r"""Hugging Face pre-tokenization pipelines: normalizers and `Split` steps, run exactly as `tokenizers` runs them.
+
+A `tokenizer.json` of a recent open model (DeepSeek, Qwen2, Llama 3, OLMo, SmolLM) cuts text with a
+*pipeline* rather than one regex: a normalizer (Unicode normal forms), then a sequence of `Split`
+steps, each applied to every piece the steps before it made, then `ByteLevel`. Such a pipeline is a
+pattern too, spelled as a string so that it travels wherever a pattern name does (saved files,
+dataset manifests, worker tasks): `PREFIX` followed by a canonical JSON object (see `Pipeline.spec`).
+`patterns.canonical` and `patterns.get` accept it; the named patterns and custom regexes are
+untouched.
+
+The spec holds what a `tokenizer.json` needs to encode, beyond the vocabulary and merges:
+
+- `normalizers`: a list of "NFC", "NFKC", "NFD", "NFKD", applied in order with `unicodedata`
+  (Python's Unicode version, which may differ from the one `tokenizers` was built with);
+- `steps`: the `Split` steps, each `{"regex": R}` or `{"string": S}` with a `behavior` and `invert`,
+  then `{"byte_level": use_regex}` (ByteLevel with its GPT-2 regex is one more Isolated split). R is
+  kept in Oniguruma's spelling, as the file has it, and run by the `regex` package after
+  `from_oniguruma`;
+- `ignore_merges`: a pre-token that is itself in the model's vocabulary is taken whole;
+- `added`: the added tokens that are not special or are normalized, `{content: [special, normalized]}`
+  (the others are special and matched on the raw text);
+- `post_processor`: the file's post-processor (JSON), honoured by `Tokenizer.encode(...,
+  add_special_tokens=True)` only.
+
+How a `Split` cuts one piece, as `tokenizers` does (learned by experiment and checked by
+`tests/test_open_models.py` against it): the regex runs on the piece alone (lookaheads stop at its
+end), giving matches and the text between them; with `invert` the two swap roles. Then:
+Isolated keeps each as a piece; Contiguous joins adjacent matches; MergedWithPrevious appends each
+match to the piece before it (unless that piece is itself a match); MergedWithNext prepends each to
+the piece after it (likewise). Removed drops text and is refused. A regex that matches the empty
+string somewhere is refused where it does (Oniguruma's handling of empty matches is its own).
+
+**Safe boundaries.** A pipeline without normalizers whose every step is Isolated and not inverted,
+and whose every regex has the boundary property of cl100k and o200k (see `patterns`), may cut a
+document between a non-whitespace character and a whitespace character other than `\r` and `\n`:
+each step's pieces are unions of the pieces of the two sides, so every later step sees the same
+pieces. Which regexes have that property is not decided here by analysis: only regexes listed in
+`BOUNDARY_REGEXES` (each checked by a hypothesis test, as the named patterns are) enable it.
+"""
+
+import json
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+import regex
+
+PREFIX = "hf-pipeline:"
+
+NORMALIZERS = ("NFC", "NFKC", "NFD", "NFKD")
+BEHAVIORS = ("Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+# What `ByteLevel` with `use_regex` runs: GPT-2's pattern (the same as `patterns.GPT2`).
+BYTE_LEVEL_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+# `tokenizers` runs Split regexes with Oniguruma, which reads `X{n,m}+` as `(?:X{n,m})+`, where the
+# `regex` package and tiktoken read a possessive `X{n,m}`: as written, cl100k's `\p{N}{1,3}+` would
+# keep "2019" whole instead of cutting "201" "9". So what we write spells it as an atomic group,
+# which both engines read alike, and what we read is turned into the `regex` spelling of what
+# Oniguruma does. X is one atom: a \p{..} class, an escape, a [...] set or one plain character.
+_ATOM = r"(\\[pP]\{[^}]*\}|\\.|\[(?:\\.|[^\]\\])*\]|[^\\()\[\]{}|])"
+_BOUNDED_PLUS = regex.compile(_ATOM + r"\{(\d+(?:,\d*)?)\}\+")
+_GROUP_BOUNDED_PLUS = regex.compile(r"\)\{\d+(?:,\d*)?\}\+")
+
+
+def for_oniguruma(source: str) -> str:
+    """A `regex`-package regex spelled so that Oniguruma reads it alike (see above)."""
+    if _GROUP_BOUNDED_PLUS.search(source):
+        raise ValueError(f"pattern {source!r} repeats a group with {{n,m}}+, which Hugging Face's regex engine reads differently")
+    return _BOUNDED_PLUS.sub(r"(?>\1{\2})", source)
+
+
+def from_oniguruma(source: str, where: str) -> str:
+    """The `regex`-package spelling of an Oniguruma regex from a file; ValueError naming `where`
+    for what we do not reproduce."""
+    if _GROUP_BOUNDED_PLUS.search(source):
+        raise ValueError(f"{where}: Split regex repeats a group with {{n,m}}+, which we do not reproduce")
+    return _BOUNDED_PLUS.sub(r"(?:\1{\2})+", source)
+
+
+# DeepSeek's regexes, in Oniguruma's spelling as its tokenizer.json has them, whose boundary property
+# (see the module docstring) `tests/test_open_models.py` checks. A digit run or a run of CJK and kana
+# never holds whitespace; the third has cl100k's shape (a letter run with at most one character
+# before it that is not \r or \n, punctuation that may take newlines after it, whitespace runs).
+BOUNDARY_REGEXES = frozenset({
+    r"\p{N}{1,3}",
+    "[一-龥\u3040-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+    BYTE_LEVEL_REGEX,  # GPT-2's: its boundary (see `patterns`) takes in this one
+})
+
+
+@dataclass(frozen=True)
+class SplitStep:
+    """One `Split` (or ByteLevel's regex): `compiled` in the `regex` package, `behavior`, `invert`."""
+
+    source: str  # as in the file: Oniguruma's spelling, or the literal string
+    literal: bool
+    behavior: str
+    invert: bool
+    compiled: "regex.Pattern[str]"
+
+    def pieces(self, piece: str) -> list[str]:
+        """The pieces `tokenizers` makes of one piece (see the module docstring)."""
+        spans: list[list] = []  # [start, end, is_match]
+        end = 0
+        flag = self.invert
+        for m in self.compiled.finditer(piece):
+            start, stop = m.span()
+            if start == stop:
+                raise ValueError(
+                    f"Split regex {self.source!r} matches the empty string at character {start} of a piece "
+                    f"starting {piece[:40]!r}; Hugging Face's engine treats empty matches its own way, which we "
+                    "do not reproduce"
+                )
+            if start != end:
+                spans.append([end, start, flag])
+            spans.append([start, stop, not flag])
+            end = stop
+        if end != len(piece):
+            spans.append([end, len(piece), flag])
+        behavior = self.behavior
+        if behavior == "Isolated":
+            kept = spans
+        elif behavior == "Contiguous":
+            kept = []
+            previous = False
+            for span in spans:
+                if kept and span[2] == previous:
+                    kept[-1][1] = span[1]
+                else:
+                    kept.append(span)
+                previous = span[2]
+        elif behavior == "MergedWithPrevious":
+            kept = []
+            previous = False
+            for span in spans:
+                if span[2] and not previous and kept:
+                    kept[-1][1] = span[1]
+                else:
+                    kept.append(span)
+                previous = span[2]
+        else:  # MergedWithNext: the same from the right
+            kept = []
+            previous = False
+            for span in reversed(spans):
+                if span[2] and not previous and kept:
+                    kept[-1][0] = span[0]
+                else:
+                    kept.append(span)
+                previous = span[2]
+            kept.reverse()
+        return [piece[start:stop] for start, stop, _ in kept]
+
+
+@dataclass(frozen=True, eq=False)
+class Pipeline:
+    """A parsed spec (see the module docstring); build it with `get`."""
+
+    spec: str
+    normalizers: tuple[str, ...]
+    steps: tuple[SplitStep, ...]
+    ignore_merges: bool
+    added: dict  # content -> (special, normalized), for the tokens that are not (True, False)
+    post_processor: "dict | None"
+    boundary: bool
+
+    def normalize(self, text: str) -> str:
+        """The text after the normalizers (the text itself when there are none)."""
+        for form in self.normalizers:
+            text = unicodedata.normalize(form, text)
+        return text
+
+    def pretokens(self, text: str) -> list[str]:
+        """The pre-tokens of normalized text that holds no added token: every step, in order."""
+        pieces = [text] if text else []
+        for step in self.steps:
+            out: list[str] = []
+            split = step.pieces
+            for piece in pieces:
+                out += split(piece)
+            pieces = out
+        return pieces
+
+    def is_normalized(self, token: str) -> bool:
+        """Whether an added token is matched on normalized text (after the others)."""
+        return self.added.get(token, (True, False))[1]
+
+    def is_special(self, token: str) -> bool:
+        return self.added.get(token, (True, False))[0]
+
+
+def is_pipeline(pattern: object) -> bool:
+    return isinstance(pattern, str) and pattern.startswith(PREFIX)
+
+
+def make_spec(
+    normalizers: list[str],
+    steps: list[dict],
+    *,
+    ignore_merges: bool = False,
+    added: dict[str, tuple[bool, bool]] | None = None,
+    post_processor: "dict | None" = None,
+) -> str:
+    """The canonical pattern string of a pipeline (validated: ValueError for what is not supported)."""
+    spec = {
+        "normalizers": list(normalizers),
+        "steps": [dict(step) for step in steps],
+        "ignore_merges": bool(ignore_merges),
+        "added": {token: [bool(special), bool(normalized)] for token, (special, normalized) in sorted((added or {}).items())
+                  if (special, normalized) != (True, False)},
+        "post_processor": post_processor,
+    }
+    text = PREFIX + json.dumps(spec, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    get(text)
+    return text
+
+
+@lru_cache(maxsize=64)
+def get(pattern: str) -> Pipeline:
+    """The Pipeline of a spec string; ValueError naming what is wrong or not supported."""
+    if not is_pipeline(pattern):
+        raise ValueError(f"not a pipeline spec: {pattern[:60]!r}")
+    try:
+        spec = json.loads(pattern[len(PREFIX):])
+    except (json.JSONDecodeError, RecursionError):
+        raise ValueError(f"pipeline spec is not valid JSON: {pattern[:80]!r}") from None
+    if not isinstance(spec, dict) or set(spec) != {"normalizers", "steps", "ignore_merges", "added", "post_processor"}:
+        raise ValueError(f"pipeline spec needs exactly the keys normalizers, steps, ignore_merges, added, post_processor: {pattern[:80]!r}")
+    normalizers = spec["normalizers"]
+    if not isinstance(normalizers, list) or any(form not in NORMALIZERS for form in normalizers):
+        raise ValueError(f"pipeline normalizers must be a list of {', '.join(NORMALIZERS)}, got {normalizers!r}")
+    raw_steps = spec["steps"]
+    if not isinstance(raw_steps, list) or not raw_steps or raw_steps[-1].keys() != {"byte_level"}:
+        raise ValueError("pipeline steps must end with {\"byte_level\": use_regex}")
+    steps = []
+    for raw in raw_steps[:-1]:
+        steps.append(_step(raw))
+    if raw_steps[-1]["byte_level"]:
+        steps.append(SplitStep(BYTE_LEVEL_REGEX, False, "Isolated", False, regex.compile(BYTE_LEVEL_REGEX)))
+    added = spec["added"]
+    if not isinstance(added, dict) or not all(
+        isinstance(v, list) and len(v) == 2 and all(type(x) is bool for x in v) for v in added.values()
+    ):
+        raise ValueError("pipeline added must map each token to [special, normalized]")
+    boundary = not normalizers and all(
+        s.behavior == "Isolated" and not s.invert and not s.literal and s.source in BOUNDARY_REGEXES for s in steps
+    ) and bool(steps)
+    return Pipeline(
+        pattern, tuple(normalizers), tuple(steps), bool(spec["ignore_merges"]),
+        {token: tuple(flags) for token, flags in added.items()}, spec["post_processor"], boundary,
+    )
+
+
+def _step(raw: object) -> SplitStep:
+    if not isinstance(raw, dict) or not ({"regex"} <= raw.keys() or {"string"} <= raw.keys()):
+        raise ValueError(f"pipeline step must hold a regex or a string: {raw!r}")
+    behavior, invert = raw.get("behavior"), raw.get("invert")
+    if behavior not in BEHAVIORS or type(invert) is not bool:
+        raise ValueError(f"Split behavior {behavior!r} (invert {invert!r}) is not supported; "
+                         f"the supported ones are {', '.join(BEHAVIORS)}")
+    if "regex" in raw:
+        source, literal = raw["regex"], False
+        if not isinstance(source, str):
+            raise ValueError(f"Split regex must be a string, got {source!r}")
+        converted = from_oniguruma(source, "pipeline")
+    else:
+        source, literal = raw["string"], True
+        if not isinstance(source, str) or not source:
+            raise ValueError(f"Split string must be a non-empty string, got {source!r}")
+        converted = regex.escape(source)
+    try:
+        compiled = regex.compile(converted)
+    except (regex.error, TypeError, ValueError, OverflowError, RecursionError) as e:
+        raise ValueError(f"Split regex {source!r} is not a valid regex: {e}") from None
+    if compiled.fullmatch("") is not None:
+        raise ValueError(f"Split regex {source!r} matches the empty string, which Hugging Face's engine treats its own way")
+    return SplitStep(source, literal, behavior, invert, compiled)
