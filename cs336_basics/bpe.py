@@ -388,6 +388,7 @@ class Tokenizer:
         `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
         from cs336_basics.formats import pretrained
 
+        patterns.regex_string(self.pattern)  # a pipeline is refused here, before the ranks are checked
         return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, self.pattern, name=name)
 
     def save_tiktoken(self, path: "str | os.PathLike") -> None:

@@ -118,28 +118,30 @@ def test_deepseek_encode_iterable_matches_encode(deepseek):
     assert list(ours.encode_iterable(pieces)) == ours.encode(text)
 
 
-def test_deepseek_writes_back_a_file_tokenizers_reads_with_the_same_ids(deepseek, tmp_path):
+def test_deepseek_written_back_gives_tokenizers_the_same_ids(deepseek):
     import tokenizers
 
+    from cs336_basics.formats import hf as hf_format
+
     ours, hf, _ = deepseek
-    ours.save_pretrained(tmp_path)
-    again = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
-    reloaded = Tokenizer.from_pretrained(tmp_path)
-    assert reloaded.pattern == ours.pattern and reloaded.vocab == ours.vocab
-    text = "".join(p.read_text(encoding="utf-8")[:3000] for p in FIXTURES) + "<｜User｜>12345<think>ｆｉ"
+    written = hf_format.tokenizer_json(ours.vocab, ours.merges, ours.special_tokens, ours.pattern)
+    again = tokenizers.Tokenizer.from_str(written)
+    text = "".join(p.read_text(encoding="utf-8")[:3000] for p in FIXTURES) + "<｜User｜>12345<think>ｆｉ<｜tr｜>"
     assert again.encode(text, add_special_tokens=False).ids == hf.encode(text, add_special_tokens=False).ids
-    assert reloaded.encode(text) == ours.encode(text)
 
 
 @pytest.mark.slow
-def test_deepseek_written_back_loads_in_transformers(deepseek, tmp_path):
+def test_deepseek_saved_loads_back_and_in_transformers(deepseek, tmp_path):
     from transformers import PreTrainedTokenizerFast
 
     ours, hf, _ = deepseek
     ours.save_pretrained(tmp_path)
+    reloaded = Tokenizer.from_pretrained(tmp_path)
+    assert reloaded.pattern == ours.pattern and reloaded.vocab == ours.vocab
     fast = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
     text = "".join(p.read_text(encoding="utf-8")[:3000] for p in FIXTURES) + "<｜User｜>12345<think>"
-    assert fast.encode(text, add_special_tokens=False) == ours.encode(text)
+    expected = hf.encode(text, add_special_tokens=False).ids
+    assert fast.encode(text, add_special_tokens=False) == reloaded.encode(text) == expected
 
 
 def test_deepseek_cannot_become_tiktoken_and_engines_choose_python(deepseek):
@@ -246,7 +248,7 @@ def test_each_split_behavior_gives_the_ids_of_tokenizers(split_layouts, layout):
 
 NORMALIZER_LAYOUTS = ["NFC", "NFKC", "NFD", "NFKD", "NFD+NFKC"]
 NORMALIZED_TOKENS = [("<|eot|>", True, False), ("ＡＢＣ", False, True), ("ﬁne", True, True), ("é!", False, False),
-                     ("Å", False, True)]
+                     ("\u212b", False, True)]
 
 
 @pytest.fixture(scope="module")
@@ -426,7 +428,7 @@ def test_a_pipeline_pattern_is_a_canonical_string_that_travels():
     spec = pipelines.make_spec(["NFC"], [{"regex": r"\p{N}{1,3}", "behavior": "Isolated", "invert": False},
                                         {"byte_level": False}])
     assert patterns.canonical(spec) == spec and spec.startswith(pipelines.PREFIX)
-    assert patterns.get(spec).pretokens("ab１２３4") == ["ab", "123", "4"]  # NFC keeps full-width digits
+    assert patterns.get(spec).pretokens("ab１２３4") == ["ab", "１２３", "4"]  # NFC keeps full-width digits
     with pytest.raises(ValueError, match="no single regex"):
         patterns.regex_string(spec)
     with pytest.raises(ValueError, match="behavior 'Removed'"):
@@ -448,6 +450,7 @@ def qwen():
     return Tokenizer.from_pretrained(path, pattern=PAT_STR), encoding
 
 
+@pytest.mark.slow  # loading Qwen's 151 643 ranks takes some 3 s
 @settings(max_examples=max(EXAMPLES // 20, 20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(text=text_with([]))
 def test_qwen_rank_file_gives_the_ids_of_tiktoken(qwen, text):
@@ -455,6 +458,7 @@ def test_qwen_rank_file_gives_the_ids_of_tiktoken(qwen, text):
     assert ours.encode(text) == encoding.encode_ordinary(text)
 
 
+@pytest.mark.slow
 def test_qwen_rank_file_on_the_fixtures(qwen):
     ours, encoding = qwen
     for fixture in FIXTURES:
