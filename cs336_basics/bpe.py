@@ -230,6 +230,18 @@ def _progress_bar(enabled: bool, **kwargs):
     return tqdm(**kwargs)
 
 
+def _can_overlap(first: list[str], second: list[str]) -> bool:
+    """Whether an occurrence of a token of `first` can overlap one of `second` in some text: one
+    holds the other, or a proper suffix of one is a proper prefix of the other."""
+    if not first or not second:
+        return False
+    for one, other in ((first, second), (second, first)):
+        suffixes = {token[i:] for token in one for i in range(1, len(token))}
+        if any(token[:i] in suffixes for token in other for i in range(1, len(token))):
+            return True
+    return any(a in b or b in a for a in first for b in second)
+
+
 # Marks the cache keys of added tokens under a Hugging Face pipeline (see `Tokenizer._set_up_pipeline`).
 _RAW_ADDED, _NORMALIZED_ADDED = "\ud800", "\ud801"
 
@@ -303,10 +315,17 @@ class Tokenizer:
         """
         raw = [t for t in self.special_tokens if not pipeline.is_normalized(t)]
         normalized = {pipeline.normalize(t): t for t in self.special_tokens if pipeline.is_normalized(t)}
+        # Without a normalizer, and when no token matched on normalized text can overlap one matched on
+        # the raw text, the two rounds find what one round of all tokens finds (leftmost, longest),
+        # and text between added tokens never spells one: the plain path, with its speed, is exact.
+        self._plain_added = not pipeline.normalizers and not _can_overlap(raw, list(normalized))
         self._raw_added_re = special_token_regex(raw, keep=True)
         self._normalized_added_re = special_token_regex(normalized, keep=True)
-        keys = {_RAW_ADDED + t: fixed[t] for t in raw}
-        keys.update((_NORMALIZED_ADDED + text, fixed[t]) for text, t in normalized.items())
+        if self._plain_added:
+            keys = fixed
+        else:
+            keys = {_RAW_ADDED + t: fixed[t] for t in raw}
+            keys.update((_NORMALIZED_ADDED + text, fixed[t]) for text, t in normalized.items())
         whole = None
         if pipeline.ignore_merges:
             # The vocabulary's tokens that are text (a pre-token is), with their ids packed.
@@ -432,7 +451,7 @@ class Tokenizer:
         """The ids of text that holds no surrogates, packed as `id_packing` says. The chunks of its
         documents and its special tokens (the cache knows their ids) go to the cache together, some
         `_CHUNKS_PER_CALL` at a time."""
-        if self._pipeline is not None:
+        if self._pipeline is not None and not self._plain_added:
             return self._encode_chunks(self._pipeline_keys(text))
         if self._special_re is None:
             return self._encode_chunks(self._split(text))

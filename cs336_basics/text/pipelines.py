@@ -42,6 +42,7 @@ import json
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 
 import regex
 
@@ -100,6 +101,10 @@ class SplitStep:
     behavior: str
     invert: bool
     compiled: "regex.Pattern[str]"
+    # For an Isolated step of a regex known never to match the empty string (one of
+    # `BOUNDARY_REGEXES`), the regex as one group: its `split` gives the pieces, and empty strings
+    # between adjacent matches, in C.
+    splitter: "regex.Pattern[str] | None" = None
 
     def pieces(self, piece: str) -> list[str]:
         """The pieces `tokenizers` makes of one piece (see the module docstring)."""
@@ -176,6 +181,9 @@ class Pipeline:
         """The pre-tokens of normalized text that holds no added token: every step, in order."""
         pieces = [text] if text else []
         for step in self.steps:
+            if step.splitter is not None:
+                pieces = list(filter(None, chain.from_iterable(map(step.splitter.split, pieces))))
+                continue
             out: list[str] = []
             split = step.pieces
             for piece in pieces:
@@ -238,7 +246,7 @@ def get(pattern: str) -> Pipeline:
     for raw in raw_steps[:-1]:
         steps.append(_step(raw))
     if raw_steps[-1]["byte_level"]:
-        steps.append(SplitStep(BYTE_LEVEL_REGEX, False, "Isolated", False, regex.compile(BYTE_LEVEL_REGEX)))
+        steps.append(_step({"regex": BYTE_LEVEL_REGEX, "behavior": "Isolated", "invert": False}))
     added = spec["added"]
     if not isinstance(added, dict) or not all(
         isinstance(v, list) and len(v) == 2 and all(type(x) is bool for x in v) for v in added.values()
@@ -276,4 +284,7 @@ def _step(raw: object) -> SplitStep:
         raise ValueError(f"Split regex {source!r} is not a valid regex: {e}") from None
     if compiled.fullmatch("") is not None:
         raise ValueError(f"Split regex {source!r} matches the empty string, which Hugging Face's engine treats its own way")
-    return SplitStep(source, literal, behavior, invert, compiled)
+    splitter = None
+    if behavior == "Isolated" and not invert and not literal and source in BOUNDARY_REGEXES and compiled.groups == 0:
+        splitter = regex.compile(f"({converted})")
+    return SplitStep(source, literal, behavior, invert, compiled, splitter)
