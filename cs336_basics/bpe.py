@@ -701,6 +701,9 @@ class Tokenizer:
 def _checked_merges(merges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     checked = []
     for n, merge in enumerate(merges, start=1):
+        if type(merge) is tuple and len(merge) == 2 and type(merge[0]) is bytes and type(merge[1]) is bytes:
+            checked.append(merge)  # the usual case, without copying
+            continue
         if (
             not isinstance(merge, (tuple, list))
             or len(merge) != 2
@@ -719,9 +722,10 @@ def _checked_vocab(vocab: dict[int, bytes]) -> dict[int, bytes]:
     for token_id, token in vocab.items():
         if type(token_id) is not int or not 0 <= token_id <= gpt2.MAX_TOKEN_ID:
             raise ValueError(f"vocab ids must be ints from 0 to {gpt2.MAX_TOKEN_ID}, got {token_id!r}")
-        if not isinstance(token, (bytes, bytearray)):
-            raise ValueError(f"vocab id {token_id} maps to {token!r}; tokens must be bytes")
-        token = bytes(token)
+        if type(token) is not bytes:
+            if not isinstance(token, (bytes, bytearray)):
+                raise ValueError(f"vocab id {token_id} maps to {token!r}; tokens must be bytes")
+            token = bytes(token)
         if token in seen:
             raise ValueError(f"vocab ids {seen[token]} and {token_id} both map to {token!r}")
         seen[token] = token_id

@@ -77,20 +77,23 @@ def build_merge_table(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
     pair_rank: dict[str, int] = {}
     merged: list[tuple[str, str]] = []
     made = {bytes([b]) for b in range(256)}
+    get = ids.get
     for rank, (left, right) in enumerate(merges):
-        for part in (left, right, left + right):
-            if part not in ids:
-                raise ValueError(f"merge {rank + 1} ({left!r}, {right!r}) needs {part!r}, which is not in the vocabulary")
-        for part in (left, right):
-            if part not in made:
-                raise ValueError(
-                    f"merge {rank + 1} ({left!r}, {right!r}) uses {part!r} before any earlier merge makes it; "
-                    "merges must be listed in the order they were learned"
-                )
-        made.add(left + right)
-        pair = chr(ids[left]) + chr(ids[right])
+        new = left + right
+        a, b, c = get(left), get(right), get(new)
+        if a is None or b is None or c is None:
+            part = next(part for part in (left, right, new) if part not in ids)
+            raise ValueError(f"merge {rank + 1} ({left!r}, {right!r}) needs {part!r}, which is not in the vocabulary")
+        if left not in made or right not in made:
+            part = left if left not in made else right
+            raise ValueError(
+                f"merge {rank + 1} ({left!r}, {right!r}) uses {part!r} before any earlier merge makes it; "
+                "merges must be listed in the order they were learned"
+            )
+        made.add(new)
+        pair = chr(a) + chr(b)
         pair_rank.setdefault(pair, rank)  # a repeated merge can never apply again
-        merged.append((pair, chr(ids[left + right])))
+        merged.append((pair, chr(c)))
     junctions = {(left[-1], right[0]) for left, right in merges}
     joins = frozenset(byte_chars[a] + byte_chars[b] for a, b in junctions)
     last_id = max(ids.values(), default=255)

@@ -345,10 +345,13 @@ def parse_tokenizer_json(
     added_texts = {entry.get("content") for entry in added if isinstance(entry, dict)}
     vocab: dict[int, bytes] = {}
     ids: dict[bytes, int] = {}
+    spelled: dict[str, bytes | None] = {}  # each key read through the byte table, for the merges
     for key, token_id in raw_vocab.items():
         if type(token_id) is not int or token_id < 0:
             raise ValueError(f"{source}: token {key!r} has id {token_id!r}; ids must be non-negative integers")
-        token = key.encode("utf-8") if key in added_texts else text_to_token(key)
+        spelled[key] = token = text_to_token(key)
+        if key in added_texts:
+            token = key.encode("utf-8")
         if token == b"":
             raise ValueError(f"{source}: model.vocab holds an empty token (id {token_id}); every token needs a byte")
         if token is None:
@@ -412,16 +415,20 @@ def parse_tokenizer_json(
         raise ValueError(f"{source}: model.merges must be a list")
     merges: list[tuple[bytes, bytes]] = []
     for number, merge in enumerate(raw_merges, start=1):
-        if isinstance(merge, str):
+        if type(merge) is str:
             merge = merge.split(" ")
-        if not (isinstance(merge, list) and len(merge) == 2 and all(isinstance(part, str) and part for part in merge)):
+        if type(merge) is not list or len(merge) != 2:
             raise ValueError(f"{source}: merge {number} must be two tokens, got {merge!r}")
-        pair = tuple(text_to_token(part) for part in merge)
-        if None in pair or not all(part in ids for part in pair):
+        a, b = merge
+        if type(a) is not str or type(b) is not str or not a or not b:
+            raise ValueError(f"{source}: merge {number} must be two tokens, got {merge!r}")
+        left = spelled[a] if a in spelled else text_to_token(a)
+        right = spelled[b] if b in spelled else text_to_token(b)
+        if left not in ids or right not in ids:  # None is never in ids
             raise ValueError(f"{source}: merge {number} names {merge!r}, which is not in the vocabulary")
-        if pair[0] + pair[1] not in ids:
-            raise ValueError(f"{source}: merge {number} makes {merge[0] + merge[1]!r}, which is not in the vocabulary")
-        merges.append(pair)
+        if left + right not in ids:
+            raise ValueError(f"{source}: merge {number} makes {a + b!r}, which is not in the vocabulary")
+        merges.append((left, right))
     if normalizers:
         _check_normalized_tokens(flags, normalizers, source)
     if post is not None:
