@@ -302,6 +302,12 @@ class Tokenizer:
             self._table, cache_size, pretokenizer=pretokenizer, codec=codec, fixed=fixed, whole=whole,
         )
         self._split = pretokenizer.chunks if pretokenizer.boundary else pretokenizer.pretokens
+        # Where `encode_iterable` may cut (see `_last_safe_cut`): before any special token, but under a
+        # pipeline that matches added tokens in two rounds only before those of the first round (the
+        # text around a normalized one is normalized, or matched, with it).
+        self._cut_tokens = self.special_tokens
+        if pipeline is not None and not self._plain_added:
+            self._cut_tokens = [t for t in self.special_tokens if not pipeline.is_normalized(t)]
         if pipeline is not None and not pretokenizer.boundary:
             self._split = pipeline.pretokens  # of text already normalized
 
@@ -544,7 +550,7 @@ class Tokenizer:
                 break
             m = last_boundary.match(text, start, limit + 1) if last_boundary is not None else None
             cut = m.end() if m else -1
-            for token in self.special_tokens:
+            for token in self._cut_tokens:
                 cut = max(cut, text.rfind(token, start, limit + len(token)))
             if cut < max(start, 1):
                 break
