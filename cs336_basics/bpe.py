@@ -230,16 +230,17 @@ def _progress_bar(enabled: bool, **kwargs):
     return tqdm(**kwargs)
 
 
-def _can_overlap(first: list[str], second: list[str]) -> bool:
-    """Whether an occurrence of a token of `first` can overlap one of `second` in some text: one
-    holds the other, or a proper suffix of one is a proper prefix of the other."""
-    if not first or not second:
+def _can_take_from(later: list[str], first: list[str]) -> bool:
+    """Whether an occurrence of a token of `later` (matched in the second round) can start before,
+    or where, an occurrence of a token of `first` (the first round) that it overlaps: it holds one,
+    or a proper suffix of it is a proper prefix of one. Only then can matching all the tokens in one
+    round (leftmost, then longest) differ from matching `first`, then `later` between them."""
+    if not first or not later:
         return False
-    for one, other in ((first, second), (second, first)):
-        suffixes = {token[i:] for token in one for i in range(1, len(token))}
-        if any(token[:i] in suffixes for token in other for i in range(1, len(token))):
-            return True
-    return any(a in b or b in a for a in first for b in second)
+    suffixes = {token[i:] for token in later for i in range(1, len(token))}
+    if any(token[:i] in suffixes for token in first for i in range(1, len(token))):
+        return True
+    return any(a in b for a in first for b in later)
 
 
 # Marks the cache keys of added tokens under a Hugging Face pipeline (see `Tokenizer._set_up_pipeline`).
@@ -321,10 +322,10 @@ class Tokenizer:
         """
         raw = [t for t in self.special_tokens if not pipeline.is_normalized(t)]
         normalized = {pipeline.normalize(t): t for t in self.special_tokens if pipeline.is_normalized(t)}
-        # Without a normalizer, and when no token matched on normalized text can overlap one matched on
-        # the raw text, the two rounds find what one round of all tokens finds (leftmost, longest),
-        # and text between added tokens never spells one: the plain path, with its speed, is exact.
-        self._plain_added = not pipeline.normalizers and not _can_overlap(raw, list(normalized))
+        # Without a normalizer, and when no token of the second round can take text from one of the
+        # first (see `_can_take_from`), the two rounds find what one round of all tokens finds, and
+        # text between added tokens never spells one: the plain path, with its speed, is exact.
+        self._plain_added = not pipeline.normalizers and not _can_take_from(list(normalized), raw)
         self._raw_added_re = special_token_regex(raw, keep=True)
         self._normalized_added_re = special_token_regex(normalized, keep=True)
         if self._plain_added:

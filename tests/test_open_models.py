@@ -354,6 +354,32 @@ def test_written_back_files_load_in_tokenizers_and_transformers_with_the_same_id
         assert reloaded.encode(text, add_special_tokens=add) == expected
 
 
+@pytest.mark.parametrize(
+    "tokens, plain",
+    [
+        # "x<|e" (second round) can start before "<|eot|>" (first round) and take its start: two rounds
+        ([("<|eot|>", True, False), ("x<|e", False, True)], False),
+        ([("<|eot|>", True, False), ("a<|eot|>b", False, True)], False),
+        # "|>x" can only start inside "<|eot|>", which wins either way: one round finds the same
+        ([("<|eot|>", True, False), ("|>x", False, True), ("ot|>!", False, True)], True),
+    ],
+)
+def test_added_tokens_take_one_round_only_where_it_finds_what_two_find(base_document, tmp_path_factory, tokens, plain):
+    from tokenizers import Regex, pre_tokenizers
+
+    document = _with_added(base_document, tokens)
+    document["pre_tokenizer"] = _pre([pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated")], use_regex=True)
+    ours, hf = _ours(document, tmp_path_factory), _hf(document)
+    assert ours._plain_added == plain
+
+    @settings(max_examples=max(EXAMPLES // 20, 20), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(text=text_with([t for t, _, _ in tokens] + ["x<|eot|>", "<|eot|>x", "a<|eot|>b", "<|>x", "<|eot|>!"]))
+    def check(text):
+        _same(ours, hf, text)
+
+    check()
+
+
 def test_add_special_tokens_changes_nothing_without_a_template(split_layouts):
     ours, _ = split_layouts["isolated", False, False]
     assert ours.encode("hi 12", add_special_tokens=True) == ours.encode("hi 12")
