@@ -108,27 +108,20 @@ class SplitStep:
 
     def pieces(self, piece: str) -> list[str]:
         """The pieces `tokenizers` makes of one piece (see the module docstring)."""
-        spans: list[list] = []  # [start, end, is_match]
-        end = 0
-        flag = self.invert
-        for m in self.compiled.finditer(piece):
-            start, stop = m.span()
-            if start == stop:
-                raise ValueError(
-                    f"Split regex {self.source!r} matches the empty string at character {start} of a piece "
-                    f"starting {piece[:40]!r}; Hugging Face's engine treats empty matches its own way, which we "
-                    "do not reproduce"
-                )
-            if start != end:
-                spans.append([end, start, flag])
-            spans.append([start, stop, not flag])
-            end = stop
-        if end != len(piece):
-            spans.append([end, len(piece), flag])
+        try:
+            spans = self._spans(piece)
+        except TimeoutError:
+            from cs336_basics.text.patterns import PatternTimeout, custom_timeout
+
+            raise PatternTimeout(
+                f"Split regex {self.source[:60]!r} ran for over {custom_timeout(len(piece)):.0f} s on a piece of "
+                f"{len(piece):,} characters starting {piece[:40]!r} and was stopped: it backtracks "
+                "catastrophically (nested repeats such as (a+)+ do)"
+            ) from None
         behavior = self.behavior
         if behavior == "Isolated":
             kept = spans
-        elif behavior == "Contiguous":
+        elif behavior == "Contiguous":  # adjacent spans of the same kind join
             kept = []
             previous = False
             for span in spans:
@@ -137,7 +130,7 @@ class SplitStep:
                 else:
                     kept.append(span)
                 previous = span[2]
-        elif behavior == "MergedWithPrevious":
+        elif behavior == "MergedWithPrevious":  # a match after a non-match joins it
             kept = []
             previous = False
             for span in spans:
@@ -157,6 +150,35 @@ class SplitStep:
                 previous = span[2]
             kept.reverse()
         return [piece[start:stop] for start, stop, _ in kept]
+
+    def _spans(self, piece: str) -> list[list]:
+        """[start, end, is_match] of the matches and the text between them, in order; with `invert`
+        the text between counts as the matches. A regex from a file runs with a time limit (see
+        `patterns.custom_timeout`); ours (`BOUNDARY_REGEXES`) without."""
+        if self.source in BOUNDARY_REGEXES:
+            matches = self.compiled.finditer(piece)
+        else:
+            from cs336_basics.text.patterns import custom_timeout
+
+            matches = self.compiled.finditer(piece, timeout=custom_timeout(len(piece)))
+        spans: list[list] = []
+        end = 0
+        flag = self.invert
+        for m in matches:
+            start, stop = m.span()
+            if start == stop:
+                raise ValueError(
+                    f"Split regex {self.source!r} matches the empty string at character {start} of a piece "
+                    f"starting {piece[:40]!r}; Hugging Face's engine treats empty matches its own way, which we "
+                    "do not reproduce"
+                )
+            if start != end:
+                spans.append([end, start, flag])
+            spans.append([start, stop, not flag])
+            end = stop
+        if end != len(piece):
+            spans.append([end, len(piece), flag])
+        return spans
 
 
 @dataclass(frozen=True, eq=False)
