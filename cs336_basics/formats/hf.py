@@ -1,19 +1,32 @@
-"""Hugging Face's `tokenizer.json` for byte-level BPE: writing ours, reading ours and others'.
+"""Hugging Face's `tokenizer.json` for byte-level BPE: writing ours, reading ours and open models'.
 
 A `tokenizer.json` is a serialized pipeline: normalizer, pre-tokenizer, model, post-processor,
-decoder, plus "added tokens" matched before everything else. We write, and read back, only the
-pipelines whose ids we reproduce exactly:
+decoder, plus "added tokens" matched before everything else. We read, and write back, the pipelines
+whose ids we reproduce exactly (`tokenizers`' `encode(text, add_special_tokens=False).ids`; tests
+check them against it, on DeepSeek's file and on layouts built with `tokenizers`):
 
-- no normalizer; a `BPE` model over GPT-2's byte-to-unicode spelling of the bytes, without dropout,
-  `ignore_merges`, byte fallback, or subword prefix and suffix;
-- the pre-tokenizer holds the pattern: `ByteLevel` with its built-in regex is GPT-2's pattern,
-  `ByteLevel` without regex is "none", and `Sequence[Split(Regex(R), "Isolated"), ByteLevel without
-  regex]` (the layout of recent models) is the regex R, named when it is one of ours;
-- `ByteLevel` decoder (or none), `ByteLevel` post-processor (offsets only) or none;
-- added tokens are our special tokens, matched as they are (no `lstrip`, `rstrip`, `single_word`).
+- normalizer: none, or NFC, NFKC, NFD, NFKD and `Sequence`s of them (an empty one is none), done
+  with Python's `unicodedata`;
+- pre-tokenizer: `ByteLevel` (its `use_regex`, true when missing, is GPT-2's regex), or a `Sequence`
+  of any number of `Split` steps (a `Regex` or a `String`; Isolated, MergedWithPrevious,
+  MergedWithNext or Contiguous; inverted or not) ending with `ByteLevel`. GPT-2's layout, and one
+  Isolated Split of one of our named patterns then ByteLevel without regex, read as the named
+  pattern; anything else as a pipeline (see `text/pipelines.py`), the regexes read the way
+  Oniguruma runs them;
+- model: `BPE` over GPT-2's byte-to-unicode spelling of the bytes, without dropout, byte fallback,
+  or subword prefix and suffix; `ignore_merges` (a pre-token in the vocabulary is taken whole) too,
+  except with a normalizer;
+- added tokens, special or not, normalized or not (those not normalized are matched on the raw text
+  first, the others on the normalized text between them), at the ids `tokenizers` gives them;
+- post-processor: `ByteLevel` (offsets only), `TemplateProcessing` (its single-sequence template,
+  honoured by `Tokenizer.encode(text, add_special_tokens=True)`), or a `Sequence` of these;
+- decoder: `ByteLevel`, a `Sequence` of it, or none.
 
-Anything else (a normalizer, a WordPiece or Unigram model, dropout, `add_prefix_space`, an unknown
-pre-tokenizer, a template post-processor that adds tokens...) is refused by name, never approximated.
+Anything else is refused by name, naming the file and the part, never approximated: other
+normalizers (Lowercase, Replace, Prepend, Strip...), `Split` with Removed (it drops text), a
+pre-tokenizer without `ByteLevel` at its end (the model would see characters, not bytes), other
+pre-tokenizers, `add_prefix_space`, added tokens with `lstrip`, `rstrip` or `single_word`, other
+models, dropout, other post-processors and decoders, and `ignore_merges` with a normalizer.
 """
 
 import json
