@@ -285,7 +285,7 @@ def _edited(saved, tmp_path, edit) -> str:
         (lambda d: d["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix='##'"),
         (lambda d: d["pre_tokenizer"].update(add_prefix_space=True), "add_prefix_space=true"),
         (lambda d: d.update(pre_tokenizer={"type": "Metaspace"}), "pre-tokenizer 'Metaspace' is not supported"),
-        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}), "pre-tokenizer 'Digits' is not supported"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}]}), "pre-tokenizer 'Whitespace' is not supported"),
         (lambda d: d.update(post_processor={"type": "BertProcessing"}), "post-processor 'BertProcessing'"),
         (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), "post-processor TemplateProcessing needs"),
         (lambda d: d.update(decoder={"type": "WordPiece"}), "decoder 'WordPiece' is not supported"),

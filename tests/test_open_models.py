@@ -247,6 +247,23 @@ def test_each_split_behavior_gives_the_ids_of_tokenizers(split_layouts, layout):
     _same(ours, hf, FIXTURES_PATH.joinpath("english.txt").read_text(encoding="utf-8")[:5000])
 
 
+@pytest.mark.parametrize("individual", [True, False])
+def test_digits_steps_give_the_ids_of_tokenizers(base_document, tmp_path_factory, individual):
+    """SmolLM / StarCoder style: Digits then ByteLevel with its regex; read as a Split on \\p{N}."""
+    from tokenizers import pre_tokenizers
+
+    document = _with_added(base_document, [("<|eot|>", True, False)])
+    document["pre_tokenizer"] = _pre([pre_tokenizers.Digits(individual_digits=individual)], use_regex=True)
+    ours, hf = _ours(document, tmp_path_factory), _hf(document)
+
+    @settings(max_examples=max(EXAMPLES // 20, 20), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(text=text_with(["<|eot|>", "123456", "x1 2", "١٢٣", "Ⅻ"]))
+    def check(text):
+        _same(ours, hf, text)
+
+    check()
+
+
 NORMALIZER_LAYOUTS = ["NFC", "NFKC", "NFD", "NFKD", "NFD+NFKC"]
 NORMALIZED_TOKENS = [("<|eot|>", True, False), ("ＡＢＣ", False, True), ("ﬁne", True, True), ("é!", False, False),
                      ("\u212b", False, True), ("aé", False, True), ("\u0301z", False, True)]
@@ -410,8 +427,8 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
         (lambda d: d.update(pre_tokenizer=_split()), "pre-tokenizer has no ByteLevel step"),
         (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [BYTE_LEVEL, _split()]}),
          "pre-tokenizer ByteLevel must be the last step"),
-        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Digits"}, BYTE_LEVEL]}),
-         "pre-tokenizer 'Digits' is not supported"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}, BYTE_LEVEL]}),
+         "pre-tokenizer 'Punctuation' is not supported"),
         (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split(regex="a*"), BYTE_LEVEL]}),
          "matches the empty string"),
         (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split(regex="(a"), BYTE_LEVEL]}),

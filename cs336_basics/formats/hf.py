@@ -9,7 +9,8 @@ check them against it, on DeepSeek's file and on layouts built with `tokenizers`
   with Python's `unicodedata`;
 - pre-tokenizer: `ByteLevel` (its `use_regex`, true when missing, is GPT-2's regex), or a `Sequence`
   of any number of `Split` steps (a `Regex` or a `String`; Isolated, MergedWithPrevious,
-  MergedWithNext or Contiguous; inverted or not) ending with `ByteLevel`. GPT-2's layout, and one
+  MergedWithNext or Contiguous; inverted or not) and `Digits` steps (read as a Split on \p{N})
+  ending with `ByteLevel`. GPT-2's layout, and one
   Isolated Split of one of our named patterns then ByteLevel without regex, read as the named
   pattern; anything else as a pipeline (see `text/pipelines.py`), the regexes read the way
   Oniguruma runs them;
@@ -144,7 +145,7 @@ def _describe(component) -> str:
     return repr(component)
 
 
-_SUPPORTED_PRE = "ByteLevel, or a Sequence of Split steps then ByteLevel"
+_SUPPORTED_PRE = "ByteLevel, or a Sequence of Split and Digits steps then ByteLevel"
 
 
 def _read_steps(pre: object, source: str) -> list[dict]:
@@ -189,6 +190,13 @@ def _read_steps(pre: object, source: str) -> list[dict]:
             else:
                 raise ValueError(f"{source}: pre-tokenizer Split must hold a Regex or a String pattern, got {pattern!r}")
             result.append({**entry, "behavior": behavior, "invert": invert})
+        elif kind == "Digits":
+            # Hugging Face cuts at each numeric character (Rust's `is_numeric`: \p{N}), each alone
+            # (individual_digits) or runs of them together: a Split on \p{N}, Isolated or Contiguous.
+            individual = step.get("individual_digits", False)
+            if type(individual) is not bool:
+                raise ValueError(f"{source}: pre-tokenizer Digits individual_digits must be true or false")
+            result.append({"regex": r"\p{N}", "behavior": "Isolated" if individual else "Contiguous", "invert": False})
         elif kind == "ByteLevel":
             raise ValueError(f"{source}: pre-tokenizer ByteLevel must be the last step ({_SUPPORTED_PRE})")
         else:
