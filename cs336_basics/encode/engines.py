@@ -114,8 +114,8 @@ def _check(tokenizer) -> tuple:
     if tokenizer in _checked:
         return _checked[tokenizer]
     if patterns.get(tokenizer.pattern).pipeline is not None:
-        result = (None, None, None, "its pre-tokenizer is a Hugging Face pipeline (normalizers, several Split "
-                  "steps), which tiktoken's one regex cannot run")
+        result = (None, None, None, "its pre-tokenizer is a Hugging Face pipeline (Split steps, which keep the text "
+                  "their regex does not match, maybe several, maybe normalizers), which tiktoken's one regex cannot run")
     elif patterns.canonical(tokenizer.pattern) not in _CLASSES:
         result = (None, None, None, "a custom regex may mean something else in tiktoken's regex engine "
                   "(anchors, Unicode tables), and tiktoken drops text the regex leaves unmatched where we refuse it")
