@@ -11,6 +11,8 @@ What we cannot reproduce is refused with a ValueError naming the file and the pa
 import copy
 import json
 import os
+import re
+from itertools import accumulate
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -160,13 +162,24 @@ def test_deepseek_chunks_cut_only_where_no_pre_token_spans(deepseek):
     ours, _, _ = deepseek
     pretokenizer = ours._pretokenizer
 
+    pipeline = pretokenizer.pipeline
+    assert pipeline.boundary == "lines"
+    boundary = re.compile(f"(?<=[^{patterns.WHITESPACE}])(?=[{patterns._WS_NOT_NEWLINE}])|(?<=[\r\n])(?=[^{patterns.WHITESPACE}])")
+    lines = st.lists(st.sampled_from(["\n", "\r\n", "。\n", "!\n", "  \n", "\n  ", "你好", "ab", " x", "12", ".", " "]),
+                     max_size=12).map("".join)
+
     @settings(max_examples=max(EXAMPLES // 10, 20), deadline=None, suppress_health_check=list(HealthCheck))
-    @given(text=text_with([]))
+    @given(text=st.one_of(text_with([]), lines))
     def check(text):
         chunks = pretokenizer.chunks(text)
-        assert "".join(chunks) == text
-        assert [p for chunk in chunks for p in pretokenizer.pipeline.pretokens(chunk)] == pretokenizer.pipeline.pretokens(text)
-        assert chunks == patterns.get("cl100k").chunks(text)
+        assert "".join(chunks) == text and all(chunks)
+        # the chunks end exactly at the boundaries, and cutting there changes no pre-token
+        cuts = [m.start() for m in boundary.finditer(text) if 0 < m.start() < len(text)]
+        assert list(accumulate(map(len, chunks)))[:-1] == cuts
+        assert [p for chunk in chunks for p in pipeline.pretokens(chunk)] == pipeline.pretokens(text)
+        # encode_iterable's last boundary, and the cache's junctions, are the same boundaries
+        m = pretokenizer.last_boundary.match(text)
+        assert (m.end() if m else None) == (cuts[-1] if cuts else None) or (m and m.end() == len(text))
 
     check()
 

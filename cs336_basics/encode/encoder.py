@@ -345,11 +345,13 @@ class EncodeCache(dict):
             joinable = list(map(self._junctions.__getitem__, ends))
             alone = list(compress(todo, map(not_, joinable)))
             groups = [([chunk], split(chunk)) for chunk in alone]
-            joined = list(compress(todo, joinable))
-            is_ascii = list(map(str.isascii, joined))
-            for group in (list(compress(joined, is_ascii)), list(compress(joined, map(not_, is_ascii)))):
-                if group:
-                    groups.append((group, split("".join(group))))
+            kinds = set(joinable) - {False}  # one kind but under a pipeline's "lines" boundary
+            for kind in kinds:
+                joined = list(compress(todo, map(kind.__eq__, joinable) if len(kinds) > 1 else joinable))
+                is_ascii = list(map(str.isascii, joined))
+                for group in (list(compress(joined, is_ascii)), list(compress(joined, map(not_, is_ascii)))):
+                    if group:
+                        groups.append((group, split("".join(group))))
 
         # The pre-tokens' ids: from the new generation, from the old one (then kept in the new
         # one), or by BPE (then kept too).
@@ -452,12 +454,23 @@ class EncodeCache(dict):
 
 class _Junctions(dict):
     """Two characters (a chunk's last and its first) -> whether a safe boundary of the pattern
-    lies between them, i.e. whether such chunks can be joined and cut into pre-tokens together."""
+    lies between them, i.e. whether such chunks can be joined and cut into pre-tokens together.
+
+    The named patterns' boundaries hold between any character of one kind and any of another, so
+    chunks that each pass can be joined in any order. A pipeline's "lines" boundary (see
+    `pipelines`) has two such kinds (non-whitespace then whitespace that is not a newline, or a
+    newline then non-whitespace): the value is then 1 or 2, and only chunks of one kind are joined.
+    """
 
     def __init__(self, pretokenizer: Pretokenizer):
         super().__init__()
         self._boundary = pretokenizer.last_boundary
+        pipeline = pretokenizer.pipeline
+        self._lines = pipeline is not None and pipeline.boundary == "lines"
 
-    def __missing__(self, pair: str) -> bool:
-        self[pair] = joinable = self._boundary.match(pair) is not None
+    def __missing__(self, pair: str) -> "bool | int":
+        joinable = self._boundary.match(pair) is not None
+        if joinable and self._lines:
+            joinable = 2 if pair[0] in "\r\n" else 1
+        self[pair] = joinable
         return joinable

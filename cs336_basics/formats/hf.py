@@ -1,4 +1,4 @@
-"""Hugging Face's `tokenizer.json` for byte-level BPE: writing ours, reading ours and open models'.
+r"""Hugging Face's `tokenizer.json` for byte-level BPE: writing ours, reading ours and open models'.
 
 A `tokenizer.json` is a serialized pipeline: normalizer, pre-tokenizer, model, post-processor,
 decoder, plus "added tokens" matched before everything else. We read, and write back, the pipelines

@@ -287,6 +287,17 @@ def _boundary_regexes(name: str):
 _PIPELINE_CHUNK_RE = re.compile(f"[{WHITESPACE}]*[^{WHITESPACE}]+(?:[\r\n][{WHITESPACE}]*[^{WHITESPACE}]*)*|[{WHITESPACE}]+")
 
 
+# The chunks of a pipeline that may also be cut after \r or \n before non-whitespace ("lines", see
+# `pipelines`): a whitespace run ending in a character other than \r and \n then non-whitespace, or
+# non-whitespace; each followed by newlines and whitespace, and more non-whitespace only where the
+# whitespace before it ends in a character other than \r and \n. Or a whitespace run alone.
+_TAIL = f"(?:[\r\n][{WHITESPACE}]*(?:(?<=[{_WS_NOT_NEWLINE}])[^{WHITESPACE}]+)?)*"
+_LINES_CHUNK_RE = re.compile(
+    f"[{WHITESPACE}]*[{_WS_NOT_NEWLINE}][^{WHITESPACE}]+{_TAIL}|[^{WHITESPACE}]+{_TAIL}|[{WHITESPACE}]+"
+)
+_LINES_LAST_BOUNDARY = re.compile(f"(?s:.*)(?:[^{WHITESPACE}](?=[{_WS_NOT_NEWLINE}])|[\r\n](?=[^{WHITESPACE}]))")
+
+
 @lru_cache(maxsize=64)
 def get(pattern: str) -> Pretokenizer:
     """The Pretokenizer of a pattern name, alias or custom regex (validated; see `canonical`)."""
@@ -296,6 +307,8 @@ def get(pattern: str) -> Pretokenizer:
         if not pipeline.boundary:
             return Pretokenizer(name, None, None, None, None, None, pipeline)
         _, safe_cut_bytes, last_boundary = _boundary_regexes("cl100k")
+        if pipeline.boundary == "lines":
+            return Pretokenizer(name, None, None, _LINES_CHUNK_RE, safe_cut_bytes, _LINES_LAST_BOUNDARY, pipeline)
         return Pretokenizer(name, None, None, _PIPELINE_CHUNK_RE, safe_cut_bytes, last_boundary, pipeline)
     source = NAMED[name] if name in NAMED else name
     compiled = None if source is None else (regex.compile(source) if name in NAMED else _compile_custom(source))

@@ -36,6 +36,14 @@ document between a non-whitespace character and a whitespace character other tha
 each step's pieces are unions of the pieces of the two sides, so every later step sees the same
 pieces. Which regexes have that property is not decided here by analysis: only regexes listed in
 `BOUNDARY_REGEXES` (each checked by a hypothesis test, as the named patterns are) enable it.
+
+DeepSeek's three regexes (`LINE_BOUNDARY_REGEXES`) may also be cut after `\r` or `\n` before a
+non-whitespace character, which matters for text without spaces (Chinese: a paragraph would be one
+chunk otherwise). No match holds a newline followed by non-whitespace: runs of digits, of CJK and of
+letters hold no whitespace; a letter run's one leading character is not `\r` or `\n`; punctuation
+takes the newlines *after* it and nothing more; whitespace runs (`\s*[\r\n]+`, tried before
+`\s+(?!\S)`) end where the non-whitespace starts. A whitespace run ending in a newline is
+`\s*[\r\n]+` whole, whether the text goes on or not, so its lookahead sees nothing past the cut.
 """
 
 import json
@@ -79,17 +87,17 @@ def from_oniguruma(source: str, where: str) -> str:
     return _BOUNDED_PLUS.sub(r"(?:\1{\2})+", source)
 
 
-# DeepSeek's regexes, in Oniguruma's spelling as its tokenizer.json has them, whose boundary property
-# (see the module docstring) `tests/test_open_models.py` checks. A digit run or a run of CJK and kana
+# DeepSeek's regexes, in Oniguruma's spelling as its tokenizer.json has them, whose boundaries (see
+# the module docstring) `tests/test_open_models.py` checks. A digit run or a run of CJK and kana
 # never holds whitespace; the third has cl100k's shape (a letter run with at most one character
 # before it that is not \r or \n, punctuation that may take newlines after it, whitespace runs).
-BOUNDARY_REGEXES = frozenset({
+LINE_BOUNDARY_REGEXES = frozenset({
     r"\p{N}{1,3}",
     "[一-龥\u3040-ゟ゠-ヿ]+",
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
     "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
-    BYTE_LEVEL_REGEX,  # GPT-2's: its boundary (see `patterns`) takes in this one
 })
+BOUNDARY_REGEXES = LINE_BOUNDARY_REGEXES | {BYTE_LEVEL_REGEX}  # GPT-2's boundary (see `patterns`) takes in cl100k's
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,7 @@ class Pipeline:
     ignore_merges: bool
     added: dict  # content -> (special, normalized), for the tokens that are not (True, False)
     post_processor: "dict | None"
-    boundary: bool
+    boundary: "str | None"  # None, "cl100k" or "lines" (cl100k's and after a newline; see the module docstring)
 
     def normalize(self, text: str) -> str:
         """The text after the normalizers (the text itself when there are none)."""
@@ -274,9 +282,12 @@ def get(pattern: str) -> Pipeline:
         isinstance(v, list) and len(v) == 2 and all(type(x) is bool for x in v) for v in added.values()
     ):
         raise ValueError("pipeline added must map each token to [special, normalized]")
-    boundary = not normalizers and all(
-        s.behavior == "Isolated" and not s.invert and not s.literal and s.source in BOUNDARY_REGEXES for s in steps
-    ) and bool(steps)
+    boundary = None
+    plain = not normalizers and bool(steps) and all(s.behavior == "Isolated" and not s.invert and not s.literal for s in steps)
+    if plain and all(s.source in LINE_BOUNDARY_REGEXES for s in steps):
+        boundary = "lines"
+    elif plain and all(s.source in BOUNDARY_REGEXES for s in steps):
+        boundary = "cl100k"
     return Pipeline(
         pattern, tuple(normalizers), tuple(steps), bool(spec["ignore_merges"]),
         {token: tuple(flags) for token, flags in added.items()}, spec["post_processor"], boundary,
