@@ -165,7 +165,8 @@ def test_deepseek_chunks_cut_only_where_no_pre_token_spans(deepseek):
     pipeline = pretokenizer.pipeline
     assert pipeline.boundary == "lines"
     boundary = re.compile(f"(?<=[^{patterns.WHITESPACE}])(?=[{patterns._WS_NOT_NEWLINE}])|(?<=[\r\n])(?=[^{patterns.WHITESPACE}])")
-    lines = st.lists(st.sampled_from(["\n", "\r\n", "。\n", "!\n", "  \n", "\n  ", "你好", "ab", " x", "12", ".", " "]),
+    lines = st.lists(st.sampled_from(["\n", "\r\n", "\r", "。\n", "!\n", "  \n", "\n  ", "\n\t", "\u2028", "\x85", "\x0c",
+                                      "你好", "ab", " x", "12", ".", " ", "é", "\u0301", "'s"]),
                      max_size=12).map("".join)
 
     @settings(max_examples=max(EXAMPLES // 10, 20), deadline=None, suppress_health_check=list(HealthCheck))
