@@ -411,6 +411,23 @@ def test_added_tokens_take_one_round_only_where_it_finds_what_two_find(base_docu
     check()
 
 
+@pytest.mark.parametrize("lone", [True, False])
+def test_a_byte_level_without_use_regex_runs_its_regex_as_tokenizers_reads_it(base_document, tmp_path_factory, lone):
+    from tokenizers import Regex, pre_tokenizers
+
+    document = _with_added(base_document, [("<|eot|>", True, False)])
+    steps = [] if lone else [pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated")]
+    document["pre_tokenizer"] = _pre(steps, use_regex=True)
+    byte_level = document["pre_tokenizer"]["pretokenizers"][-1]
+    del byte_level["use_regex"]
+    if lone:
+        document["pre_tokenizer"] = byte_level
+    ours, hf = _ours(document, tmp_path_factory), _hf(document)
+    assert ours.pattern == "gpt2" if lone else patterns.get(ours.pattern).pipeline is not None
+    text = "".join(p.read_text(encoding="utf-8")[:2000] for p in FIXTURES) + " 1234567 <|eot|>  x"
+    _same(ours, hf, text)
+
+
 def test_add_special_tokens_changes_nothing_without_a_template(split_layouts):
     ours, _ = split_layouts["isolated", False, False]
     assert ours.encode("hi 12", add_special_tokens=True) == ours.encode("hi 12")
