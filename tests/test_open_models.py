@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.formats.gpt2 import token_to_text
 from cs336_basics.text import patterns, pipelines
 from tests.common import FIXTURES_PATH, open_model_file
 
@@ -58,8 +59,16 @@ def _ours(document: dict, tmp_path_factory, name: str = "tokenizer.json") -> Tok
 
 
 def _same(ours: Tokenizer, hf, text: str, *, add_special_tokens: bool = False) -> None:
+    """Our ids are tokenizers'; and so are the normalized text and the pre-tokens of the whole text
+    (which a small vocabulary could hide: "123" may have the ids of "1" "2" "3")."""
     expected = hf.encode(text, add_special_tokens=add_special_tokens).ids
     assert ours.encode(text, add_special_tokens=add_special_tokens) == expected, text
+    pipeline = patterns.get(ours.pattern).pipeline
+    if pipeline is not None and not add_special_tokens:
+        normalized = hf.normalizer.normalize_str(text) if hf.normalizer is not None else text
+        assert pipeline.normalize(text) == normalized
+        theirs = [piece for piece, _ in hf.pre_tokenizer.pre_tokenize_str(normalized)]
+        assert [token_to_text(piece.encode("utf-8")) for piece in pipeline.pretokens(normalized)] == theirs
 
 
 # --- DeepSeek's real file ---------------------------------------------------------------------------
