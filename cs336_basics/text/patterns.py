@@ -288,12 +288,14 @@ _PIPELINE_CHUNK_RE = re.compile(f"[{WHITESPACE}]*[^{WHITESPACE}]+(?:[\r\n][{WHIT
 
 
 # The chunks of a pipeline that may also be cut after \r or \n before non-whitespace ("lines", see
-# `pipelines`): a whitespace run ending in a character other than \r and \n then non-whitespace, or
-# non-whitespace; each followed by newlines and whitespace, and more non-whitespace only where the
-# whitespace before it ends in a character other than \r and \n. Or a whitespace run alone.
-_TAIL = f"(?:[\r\n][{WHITESPACE}]*(?:(?<=[{_WS_NOT_NEWLINE}])[^{WHITESPACE}]+)?)*"
+# `pipelines`): non-whitespace after whitespace that does not end in \r or \n (or after none), then
+# newlines and whitespace, each time followed by more non-whitespace only where that whitespace ends
+# in a character other than \r and \n. Or a whitespace run alone. The first alternative is the
+# common " word", tried without backtracking.
+_TAIL = f"(?:[\r\n](?:[{WHITESPACE}]*[{_WS_NOT_NEWLINE}][^{WHITESPACE}]+|[{WHITESPACE}]*))*"
 _LINES_CHUNK_RE = re.compile(
-    f"[{WHITESPACE}]*[{_WS_NOT_NEWLINE}][^{WHITESPACE}]+{_TAIL}|[^{WHITESPACE}]+{_TAIL}|[{WHITESPACE}]+"
+    f"[{_WS_NOT_NEWLINE}]*[^{WHITESPACE}]+{_TAIL}|[{WHITESPACE}]*[{_WS_NOT_NEWLINE}][^{WHITESPACE}]+{_TAIL}"
+    f"|[{WHITESPACE}]+"
 )
 _LINES_LAST_BOUNDARY = re.compile(f"(?s:.*)(?:[^{WHITESPACE}](?=[{_WS_NOT_NEWLINE}])|[\r\n](?=[^{WHITESPACE}]))")
 
