@@ -43,7 +43,7 @@ from cs336_basics.text.pipelines import for_oniguruma
 _NAMED = ("gpt2", "cl100k", "o200k")
 
 
-def _pattern_name(onig_source: str, where: str) -> str | None:
+def _pattern_name(onig_source: str) -> str | None:
     """Our name for a Split regex when it is one of our named patterns as we write them, else None."""
     for name in _NAMED:
         if onig_source == for_oniguruma(regex_string(name)):
@@ -291,7 +291,7 @@ def _pattern_of(steps: list[dict], normalizers: list[str], ignore_merges: bool,
     if plain and len(steps) == 2 and steps[1] == {"byte_level": False}:
         step = steps[0]
         if "regex" in step and step["behavior"] == "Isolated" and not step["invert"]:
-            name = _pattern_name(step["regex"], source)
+            name = _pattern_name(step["regex"])
             if name is not None:
                 return name
     try:
