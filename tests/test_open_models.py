@@ -61,9 +61,13 @@ def _ours(document: dict, tmp_path_factory, name: str = "tokenizer.json") -> Tok
 def _same(ours: Tokenizer, hf, text: str, *, add_special_tokens: bool = False) -> None:
     """Our ids are tokenizers'; and so are the normalized text and the pre-tokens of the whole text
     (which a small vocabulary could hide: "123" may have the ids of "1" "2" "3")."""
+    pipeline = patterns.get(ours.pattern).pipeline
+    if pipeline is not None and pipeline.normalizers and pipelines._NORMALIZED_OTHERWISE_RE.search(text):
+        with pytest.raises(ValueError, match="is normalized otherwise"):  # refused, not approximated
+            ours.encode(text)
+        return
     expected = hf.encode(text, add_special_tokens=add_special_tokens).ids
     assert ours.encode(text, add_special_tokens=add_special_tokens) == expected, text
-    pipeline = patterns.get(ours.pattern).pipeline
     if pipeline is not None and not add_special_tokens:
         normalized = hf.normalizer.normalize_str(text) if hf.normalizer is not None else text
         assert pipeline.normalize(text) == normalized
@@ -322,6 +326,52 @@ def test_normalizers_and_normalized_added_tokens_give_the_ids_of_tokenizers(norm
     text = "".join(f"{p.read_text(encoding='utf-8')[:3000]}<|eot|>A\u030axaé!ﬁne>\u0338e\u0301z" for p in FIXTURES) * 2
     pieces = [text[i : i + 1001] for i in range(0, len(text), 1001)]
     assert list(ours.encode_iterable(pieces)) == ours.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_characters_newer_than_tokenizers_tables_are_refused_under_a_normalizer(normalizer_layouts):
+    ours, hf, _ = normalizer_layouts["NFKC"]
+    assert hf.normalizer.normalize_str("\u32ff") == "\u32ff"  # ㋿ (Unicode 12.1): tokenizers leaves it
+    with pytest.raises(ValueError, match="U\\+32FF .* is normalized otherwise"):  # Python makes it 令和
+        ours.encode("x \u32ff")
+    plain = patterns.get(pipelines.make_spec([], [{"byte_level": True}]))
+    assert plain.pretokens("\u32ff") == ["\u32ff"]  # without a normalizer nothing is refused
+
+
+@pytest.mark.slow  # some 40 s: every assigned character through tokenizers' four normalizers
+def test_the_characters_normalized_otherwise_are_exactly_those_tokenizers_disagrees_on():
+    import unicodedata
+
+    from tokenizers import normalizers
+
+    forms = {form: getattr(normalizers, form)() for form in pipelines.NORMALIZERS}
+    probes = ["{}", "a{}", "{}\u0301", "\u0301{}", "{}\u0316", "\u0316{}", "{}{}", "e{}\u0301", "{}\u05b0"]
+
+    def differs(c: str) -> bool:
+        return any(unicodedata.normalize(form, p.format(c, c)) != n.normalize_str(p.format(c, c))
+                   for form, n in forms.items() for p in probes)
+
+    assigned = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]
+    found = {ord(c) for c in assigned if differs(c)}
+    for c in assigned:  # the parts of each decomposition, composed
+        parts = [chr(int(code, 16)) for code in unicodedata.decomposition(c).split() if not code.startswith("<")]
+        if len(parts) > 1 and any(unicodedata.normalize(form, "".join(parts)) != n.normalize_str("".join(parts))
+                                  for form, n in forms.items()):
+            found |= set(map(ord, parts))
+    known = {c for a, b in pipelines.NORMALIZED_OTHERWISE[unicodedata.unidata_version] for c in range(a, b + 1)}
+    assert found == known
+
+
+def test_deepseek_pre_tokens_equal_tokenizers_on_every_assigned_character(deepseek):
+    """Every character Python's tables know, each next to the others (so every class boundary
+    shows), through DeepSeek's Split regexes in both engines. (Characters they do not know can
+    belong to other classes in the `regex` package than in Oniguruma: see README.)"""
+    import unicodedata
+
+    ours, hf, _ = deepseek
+    pipeline = ours._pretokenizer.pipeline
+    assigned = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn")
+    theirs = [piece for piece, _ in hf.pre_tokenizer.pre_tokenize_str(assigned)]
+    assert [token_to_text(p.encode("utf-8")) for p in pipeline.pretokens(assigned)] == theirs
 
 
 @pytest.fixture(scope="module")

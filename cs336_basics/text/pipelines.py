@@ -47,6 +47,7 @@ takes the newlines *after* it and nothing more; whitespace runs (`\s*[\r\n]+`, t
 """
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -98,6 +99,31 @@ LINE_BOUNDARY_REGEXES = frozenset({
     "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
 })
 BOUNDARY_REGEXES = LINE_BOUNDARY_REGEXES | {BYTE_LEVEL_REGEX}  # GPT-2's boundary (see `patterns`) takes in cl100k's
+
+
+# The characters that Python's `unicodedata` (its Unicode version is the key) normalizes otherwise
+# than `tokenizers` 0.23 does under NFC, NFKC, NFD or NFKD, alone or next to a combining mark, and the
+# parts of a decomposition that the two compose otherwise: characters assigned in Unicode 12.1 to
+# 14.0 with a decomposition or a combining class, which its tables do not know. A slow test
+# recomputes the set from `tokenizers` itself. For another Unicode version the set
+# is not known, and normalizers are refused.
+NORMALIZED_OTHERWISE: dict[str, tuple[tuple[int, int], ...]] = {
+    "14.0.0": (
+        (0x07FD, 0x07FD), (0x0898, 0x089F), (0x08CA, 0x08D3), (0x09FE, 0x09FE), (0x0C3C, 0x0C3C),
+        (0x0D3B, 0x0D3C), (0x0EBA, 0x0EBA), (0x1715, 0x1715), (0x1ABF, 0x1ACE), (0x1DF6, 0x1DFA),
+        (0x32FF, 0x32FF), (0xA7F2, 0xA7F4), (0xA82C, 0xA82C), (0xAB69, 0xAB69), (0x10781, 0x10785),
+        (0x10787, 0x107B0), (0x107B2, 0x107BA), (0x10D24, 0x10D27), (0x10EAB, 0x10EAC), (0x10F46, 0x10F50),
+        (0x10F82, 0x10F85), (0x11070, 0x11070), (0x1133B, 0x1133B), (0x1145E, 0x1145E), (0x11839, 0x1183A),
+        (0x11930, 0x11930), (0x11935, 0x11935), (0x11938, 0x11938), (0x1193D, 0x1193E), (0x11943, 0x11943), (0x119E0, 0x119E0), (0x11A34, 0x11A34),
+        (0x11A47, 0x11A47), (0x11A99, 0x11A99), (0x11D42, 0x11D42), (0x11D44, 0x11D45), (0x11D97, 0x11D97),
+        (0x16FF0, 0x16FF1), (0x1E130, 0x1E136), (0x1E2AE, 0x1E2AE), (0x1E2EC, 0x1E2EF), (0x1F16C, 0x1F16C),
+        (0x1FBF0, 0x1FBF9),
+    ),
+}
+_NORMALIZED_OTHERWISE_RE = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in NORMALIZED_OTHERWISE.get(unicodedata.unidata_version, ())) + "]"
+    if unicodedata.unidata_version in NORMALIZED_OTHERWISE else "(?!)"
+)
 
 
 @dataclass(frozen=True)
@@ -202,7 +228,21 @@ class Pipeline:
     boundary: "str | None"  # None, "cl100k" or "lines" (cl100k's and after a newline; see the module docstring)
 
     def normalize(self, text: str) -> str:
-        """The text after the normalizers (the text itself when there are none)."""
+        """The text after the normalizers (the text itself when there are none).
+
+        Raises ValueError for text holding a character that Python's `unicodedata` normalizes
+        otherwise than `tokenizers` does (see `NORMALIZED_OTHERWISE`): refused, not approximated.
+        """
+        if not self.normalizers:
+            return text
+        found = _NORMALIZED_OTHERWISE_RE.search(text)
+        if found is not None:
+            c = found.group()
+            raise ValueError(
+                f"U+{ord(c):04X} ({c!r}, at character {found.start()} of text starting {text[:40]!r}) is normalized "
+                f"otherwise by Python's Unicode {unicodedata.unidata_version} tables than by Hugging Face tokenizers' "
+                "(it is newer than theirs); text holding it is refused under a normalizer"
+            )
         for form in self.normalizers:
             text = unicodedata.normalize(form, text)
         return text
@@ -269,6 +309,12 @@ def get(pattern: str) -> Pipeline:
     normalizers = spec["normalizers"]
     if not isinstance(normalizers, list) or any(form not in NORMALIZERS for form in normalizers):
         raise ValueError(f"pipeline normalizers must be a list of {', '.join(NORMALIZERS)}, got {normalizers!r}")
+    if normalizers and unicodedata.unidata_version not in NORMALIZED_OTHERWISE:
+        raise ValueError(
+            f"normalizer {'+'.join(normalizers)} needs Python's Unicode tables {', '.join(NORMALIZED_OTHERWISE)} "
+            f"(Python 3.11), for which the characters that Hugging Face tokenizers normalizes otherwise are known; "
+            f"this Python has {unicodedata.unidata_version}"
+        )
     raw_steps = spec["steps"]
     if not isinstance(raw_steps, list) or not raw_steps or raw_steps[-1].keys() != {"byte_level"}:
         raise ValueError("pipeline steps must end with {\"byte_level\": use_regex}")
