@@ -6,7 +6,8 @@ whose ids we reproduce exactly (`tokenizers`' `encode(text, add_special_tokens=F
 check them against it, on DeepSeek's file and on layouts built with `tokenizers`):
 
 - normalizer: none, or NFC, NFKC, NFD, NFKD and `Sequence`s of them (an empty one is none), done
-  with Python's `unicodedata`;
+  with Python's `unicodedata` (text holding one of the characters its tables normalize otherwise
+  than `tokenizers` is refused, see `pipelines.NORMALIZED_OTHERWISE`);
 - pre-tokenizer: `ByteLevel` (its `use_regex`, true when missing, is GPT-2's regex), or a `Sequence`
   of any number of `Split` steps (a `Regex` or a `String`; Isolated, MergedWithPrevious,
   MergedWithNext or Contiguous; inverted or not) and `Digits` steps (read as a Split on \p{N})
