@@ -523,6 +523,11 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
          "matches the empty string"),
         (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split(regex="(a"), BYTE_LEVEL]}),
          "not a valid regex"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split(regex=r"\d"), _split(regex=r"\w+"),
+                                                                                 BYTE_LEVEL]}),
+         r"Split regex '\\\\w\+' uses \\w, which Hugging Face's regex engine \(Oniguruma\) reads otherwise"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split(regex=r"\d"), _split(regex=r"\s+$"),
+                                                                                 BYTE_LEVEL]}), r"uses \$"),
         (lambda d: d["pre_tokenizer"].update(add_prefix_space=True), "ByteLevel has add_prefix_space=true"),
         (lambda d: d.update(normalizer={"type": "Lowercase"}), "normalizer 'Lowercase' is not supported"),
         (lambda d: d.update(normalizer={"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace"}]}),
@@ -551,6 +556,24 @@ def test_what_we_cannot_reproduce_is_refused_naming_the_file_and_the_part(base_d
     path.write_text(json.dumps(_edited(base_document, edit), ensure_ascii=False), encoding="utf-8")
     with pytest.raises(ValueError, match=f"^{path}: .*{message}"):
         Tokenizer.from_pretrained(path)
+
+
+@pytest.mark.parametrize("source", [r"a$", r"^b", r"\w+", r"\h+", r"a\Z", r"[a[b]]", r"\bx"])
+def test_where_the_regex_engines_differ_tokenizers_really_differs(source):
+    """Each construct `engine_difference` names does cut otherwise in Oniguruma (so refusing it is
+    needed); the regexes we trust read alike."""
+    import regex
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as hf_pre
+
+    assert pipelines.engine_difference(source) is not None
+    texts = ["a\nb", "a\n", "x² ½ ab\n", "ab12 fF", "a\nab", "xb[a", "a[b]", "²x ½x"]
+    split = hf_pre.Split(Regex(source), "isolated")
+    theirs = [[p for p, _ in split.pre_tokenize_str(t)] for t in texts]
+    ours = [[p for p in regex.split(f"({source})", t) if p] for t in texts]
+    assert theirs != ours
+    for trusted in pipelines.BOUNDARY_REGEXES:
+        assert pipelines.engine_difference(trusted) is None
 
 
 def test_a_split_regex_matching_empty_text_somewhere_is_refused_where_it_does(base_document, tmp_path_factory):

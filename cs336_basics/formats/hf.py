@@ -14,7 +14,9 @@ check them against it, on DeepSeek's file and on layouts built with `tokenizers`
   ending with `ByteLevel`. GPT-2's layout, and one
   Isolated Split of one of our named patterns then ByteLevel without regex, read as the named
   pattern; anything else as a pipeline (see `text/pipelines.py`), the regexes read the way
-  Oniguruma runs them;
+  Oniguruma runs them, and refused where it reads them otherwise than the `regex` package (`^`,
+  `$`, `\w`, `\h`...: see `pipelines.engine_difference`) — except one lone Split, which then
+  reads as a custom regex, with the `regex` package's meaning, as we write one;
 - model: `BPE` over GPT-2's byte-to-unicode spelling of the bytes, without dropout, byte fallback,
   or subword prefix and suffix; `ignore_merges` (a pre-token in the vocabulary is taken whole) too,
   except with a normalizer;
@@ -295,6 +297,10 @@ def _pattern_of(steps: list[dict], normalizers: list[str], ignore_merges: bool,
             name = _pattern_name(step["regex"])
             if name is not None:
                 return name
+            if pipelines.engine_difference(step["regex"]) is not None:
+                # As a pipeline it would be refused; read as before, as a custom regex with the
+                # `regex` package's meaning (what we write for one), which README says may differ.
+                return pipelines.from_oniguruma(step["regex"], source)
     try:
         return pipelines.make_spec(normalizers, steps, ignore_merges=ignore_merges, added=added, post_processor=post)
     except ValueError as e:

@@ -340,6 +340,46 @@ def get(pattern: str) -> Pipeline:
     )
 
 
+def engine_difference(source: str) -> str | None:
+    """What in an Oniguruma regex the `regex` package reads otherwise, or None. Oniguruma (as
+    `tokenizers` runs it) reads `^` and `$` as line anchors, `\\Z` as before any final newline,
+    `\\h` as a hexadecimal digit, `\\w` (and so `\\b`) with other characters (², ½, U+200D), and a
+    `[` inside a set as a nested set. `\\s++$`, which ends a whitespace run that only the end of the
+    text can follow, means the same in both."""
+    i, n, in_set = 0, len(source), False
+    while i < n:
+        c = source[i]
+        if c == "\\" and i + 1 < n:
+            e = source[i + 1]
+            if e in "wWhH" or (not in_set and e in "bBZ"):
+                return f"\\{e}"
+            if e in "pPx" and source.startswith("{", i + 2):
+                i = source.find("}", i) + 1 or n
+                continue
+            i += 2
+            continue
+        if in_set:
+            if c == "[" and source.startswith("[:", i):
+                i = source.find(":]", i) + 2 if ":]" in source[i:] else n
+                continue
+            if c == "[":
+                return "a [ inside a set"
+            if c == "]":
+                in_set = False
+        elif c == "[":
+            in_set = True
+            i += 1
+            if source.startswith("^", i):
+                i += 1
+            if source.startswith("]", i):
+                i += 1
+            continue
+        elif c == "^" or (c == "$" and not source[:i].endswith("\\s++")):
+            return c
+        i += 1
+    return None
+
+
 def _step(raw: object) -> SplitStep:
     if not isinstance(raw, dict) or not ({"regex"} <= raw.keys() or {"string"} <= raw.keys()):
         raise ValueError(f"pipeline step must hold a regex or a string: {raw!r}")
@@ -352,6 +392,12 @@ def _step(raw: object) -> SplitStep:
         if not isinstance(source, str):
             raise ValueError(f"Split regex must be a string, got {source!r}")
         converted = from_oniguruma(source, "pipeline")
+        different = engine_difference(source)
+        if different is not None:
+            raise ValueError(
+                f"Split regex {source!r} uses {different}, which Hugging Face's regex engine (Oniguruma) reads "
+                "otherwise than the regex package"
+            )
     else:
         source, literal = raw["string"], True
         if not isinstance(source, str) or not source:
