@@ -374,6 +374,24 @@ def test_deepseek_pre_tokens_equal_tokenizers_on_every_assigned_character(deepse
     assert [token_to_text(p.encode("utf-8")) for p in pipeline.pretokens(assigned)] == theirs
 
 
+@pytest.mark.slow  # some 10 s: every character, three times, through three regexes in both engines
+@pytest.mark.parametrize("source", [LLAMA3_REGEX, r"\p{N}", pipelines.BYTE_LEVEL_REGEX], ids=["llama3", "digit", "gpt2"])
+def test_split_regexes_cut_every_assigned_character_as_tokenizers_does(source):
+    import unicodedata
+
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as hf_pre
+
+    pipeline = pipelines.get(pipelines.make_spec([], [{"regex": source, "behavior": "Isolated", "invert": False},
+                                                      {"byte_level": False}]))
+    hf = hf_pre.Sequence([hf_pre.Split(Regex(source), "isolated"), hf_pre.ByteLevel(add_prefix_space=False, use_regex=False)])
+    assigned = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]
+    for separator in ("", " ", "'"):
+        text = separator.join(assigned)
+        theirs = [piece for piece, _ in hf.pre_tokenize_str(text)]
+        assert [token_to_text(p.encode("utf-8")) for p in pipeline.pretokens(text)] == theirs
+
+
 @pytest.fixture(scope="module")
 def llama3_layout(base_document, tmp_path_factory):
     """Llama 3's layout: its Split regex then ByteLevel without regex, ignore_merges, added tokens
