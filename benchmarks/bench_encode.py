@@ -30,6 +30,12 @@ With --file-workers 1,2 each run also times `Tokenizer.encode_file` with the Pyt
 Tokenizer, the whole corpus into a temporary .npy) with that many worker processes, and checks its
 array too.
 
+With --tokenizer-json PATH (e.g. DeepSeek's, `tests.common.open_model_file("deepseek")`) both sides
+read that file instead: ours through `Tokenizer.from_pretrained(PATH)`, Hugging Face `tokenizers`
+through `Tokenizer.from_file(PATH)` (`encode(text, add_special_tokens=False)`, its own threads), and
+the ids are checked against tokenizers'. Each run also encodes with our GPT-2 vocabulary (warm), for
+the ratio of the two vocabularies' speeds on the same text; the load times are printed first.
+
 Add --file-only to time only encode_file, for large corpora (128 MB, 1 GB): the file is never held
 whole. Each run times, alternating: tiktoken's one thread on the file read in blocks of 4 MiB cut
 before a special token (the anchor), two processes each running tiktoken on half of the file (the
@@ -115,6 +121,20 @@ def use_offline_rank_file(name: str, scratch: str) -> None:
     os.environ["TIKTOKEN_CACHE_DIR"] = scratch
 
 
+class HuggingFace:
+    """Hugging Face `tokenizers` reading a tokenizer.json, behind tiktoken's `encode` signature."""
+
+    def __init__(self, path: str):
+        import tokenizers
+
+        started = cpu_seconds()
+        self._tokenizer = tokenizers.Tokenizer.from_file(path)
+        self.load_seconds = cpu_seconds() - started
+
+    def encode(self, text: str, allowed_special: str = "all") -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=False).ids
+
+
 def read_text(path: str, max_mb: float | None) -> str:
     """The file as text (newlines untouched); only the first max_mb MiB of characters if given."""
     with open(path, encoding="utf-8", newline="") as f:
@@ -163,6 +183,7 @@ def main() -> None:
     parser.add_argument("--file-workers", default="", help="also time encode_file with these worker counts, e.g. 1,2")
     parser.add_argument("--encoding", choices=sorted(_RANK_URLS), help="a pretrained encoding instead of GPT-2's")
     parser.add_argument("--pattern", default="gpt2", help="GPT-2's ranks with this pattern: gpt2, cl100k, o200k, none or a regex")
+    parser.add_argument("--tokenizer-json", help="a tokenizer.json for both sides: ours against Hugging Face tokenizers")
     parser.add_argument("--file-only", action="store_true", help="time only encode_file (see --file-workers) and tiktoken")
     parser.add_argument("--engines", default="python",
                         help="with --file-only: encode_file's engines to time, e.g. python,tiktoken (default python)")
@@ -171,10 +192,27 @@ def main() -> None:
         parser.error("--file-only needs --file-workers")
     if args.encoding and args.pattern != "gpt2":
         parser.error("--encoding brings its own pattern; give --encoding or --pattern, not both")
+    if args.tokenizer_json and (args.encoding or args.pattern != "gpt2" or args.file_only):
+        parser.error("--tokenizer-json brings its own vocabulary and pre-tokenizer; give it without --encoding, "
+                     "--pattern and --file-only")
     file_workers = [int(w) for w in args.file_workers.split(",") if w]
 
     scratch = tempfile.TemporaryDirectory()
-    if args.encoding:
+    gpt2_baseline = None  # with --tokenizer-json: our GPT-2 vocabulary on the same text
+    reference_label = "tiktoken (1 thread)"
+    if args.tokenizer_json:
+
+        def make_ours() -> Tokenizer:
+            return Tokenizer.from_pretrained(args.tokenizer_json)
+
+        theirs = HuggingFace(args.tokenizer_json)
+        reference_label = "tokenizers"
+        started = cpu_seconds()
+        make_ours()
+        print(f"load {args.tokenizer_json}: ours {cpu_seconds() - started:.2f} CPU s, "
+              f"tokenizers {theirs.load_seconds:.2f} CPU s")
+        gpt2_baseline = load_ours()
+    elif args.encoding:
         use_offline_rank_file(args.encoding, scratch.name)
 
         def make_ours() -> Tokenizer:
@@ -205,7 +243,7 @@ def main() -> None:
         corpus_path.write_text(text, encoding="utf-8", newline="")
     file_seconds: dict[int, list[float]] = {w: [] for w in file_workers}
     file_ids: dict[int, list[int]] = {}
-    ours_seconds, fresh_seconds, tiktoken_seconds = [], [], []  # (wall, CPU) pairs
+    ours_seconds, fresh_seconds, tiktoken_seconds, gpt2_seconds = [], [], [], []  # (wall, CPU) pairs
     reference: list[int] | None = None  # tiktoken's ids
     mismatch: tuple[int, list[int]] | None = None  # first differing position and our ids there
     if args.file_only:
@@ -220,6 +258,8 @@ def main() -> None:
         fresh = make_ours()
         seconds, fresh_ids = timed(fresh.encode, text)
         fresh_seconds.append(seconds)
+        if gpt2_baseline is not None:
+            gpt2_seconds.append(timed(gpt2_baseline.encode, text)[0])
         for workers in file_workers:
             fresh = make_ours()
             out = Path(scratch.name) / "ids.npy"
@@ -247,7 +287,8 @@ def main() -> None:
         ("ours, later runs (warm cache)", ours_seconds[1:]),
         ("ours, fresh Tokenizer each run (cold)", fresh_seconds),
         *((f"ours, encode_file, {w} worker(s), cold", seconds) for w, seconds in file_seconds.items()),
-        ("tiktoken (1 thread)", tiktoken_seconds),
+        (reference_label, tiktoken_seconds),
+        *([("ours, GPT-2's vocabulary, warm cache", gpt2_seconds[1:])] if gpt2_baseline is not None else []),
     ]
     for label, times in rows:
         if not times:

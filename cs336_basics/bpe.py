@@ -230,6 +230,23 @@ def _progress_bar(enabled: bool, **kwargs):
     return tqdm(**kwargs)
 
 
+def _can_take_from(later: list[str], first: list[str]) -> bool:
+    """Whether an occurrence of a token of `later` (matched in the second round) can start before,
+    or where, an occurrence of a token of `first` (the first round) that it overlaps: it holds one,
+    or a proper suffix of it is a proper prefix of one. Only then can matching all the tokens in one
+    round (leftmost, then longest) differ from matching `first`, then `later` between them."""
+    if not first or not later:
+        return False
+    suffixes = {token[i:] for token in later for i in range(1, len(token))}
+    if any(token[:i] in suffixes for token in first for i in range(1, len(token))):
+        return True
+    return any(a in b for a in first for b in later)
+
+
+# Marks the cache keys of added tokens under a Hugging Face pipeline (see `Tokenizer._set_up_pipeline`).
+_RAW_ADDED, _NORMALIZED_ADDED = "\ud800", "\ud801"
+
+
 class Tokenizer:
     """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
 
@@ -277,11 +294,60 @@ class Tokenizer:
         # Ids travel packed in bytes (2 or 4 per id) from the cache to the output.
         self._id_typecode, codec = id_packing(next_id - 1)
         self.packed_dtype: str = "=u2" if self._id_typecode == "H" else "=u4"  # see encode_packed
+        fixed = {token: chr(i).encode(codec, "surrogatepass") for token, i in self._special_ids.items()}
+        self._pipeline = pipeline = pretokenizer.pipeline
+        whole = None
+        if pipeline is not None:
+            fixed, whole = self._set_up_pipeline(pipeline, fixed, codec)
         self._cache = EncodeCache(
-            self._table, cache_size, pretokenizer=pretokenizer,
-            codec=codec, fixed={token: chr(i).encode(codec, "surrogatepass") for token, i in self._special_ids.items()},
+            self._table, cache_size, pretokenizer=pretokenizer, codec=codec, fixed=fixed, whole=whole,
         )
         self._split = pretokenizer.chunks if pretokenizer.boundary else pretokenizer.pretokens
+        # Where `encode_iterable` may cut (see `_last_safe_cut`): before any special token, but under a
+        # pipeline that matches added tokens in two rounds only before those of the first round (the
+        # text around a normalized one is normalized, or matched, with it).
+        self._cut_tokens = self.special_tokens
+        if pipeline is not None and not self._plain_added:
+            self._cut_tokens = [t for t in self.special_tokens if not pipeline.is_normalized(t)]
+        if pipeline is not None and not pretokenizer.boundary:
+            self._split = pipeline.pretokens  # of text already normalized
+
+    def _set_up_pipeline(self, pipeline, fixed: dict[str, bytes], codec: str):
+        """The cache's fixed keys and whole pre-tokens for a Hugging Face pipeline (see `text.pipelines`).
+
+        Added tokens are matched in two rounds, as `tokenizers` does: those not normalized on the
+        raw text, then, in the text between them once normalized, the normalized ones (by their
+        normalized text). Their cache keys start with a surrogate, which no text holds (surrogates
+        are fixed first), so a pre-token never reads as an added token.
+        """
+        raw = [t for t in self.special_tokens if not pipeline.is_normalized(t)]
+        normalized = {pipeline.normalize(t): t for t in self.special_tokens if pipeline.is_normalized(t)}
+        # Without a normalizer, and when no token of the second round can take text from one of the
+        # first (see `_can_take_from`), the two rounds find what one round of all tokens finds, and
+        # text between added tokens never spells one: the plain path, with its speed, is exact.
+        self._plain_added = not pipeline.normalizers and not _can_take_from(list(normalized), raw)
+        self._raw_added_re = special_token_regex(raw, keep=True)
+        self._normalized_added_re = special_token_regex(normalized, keep=True)
+        if self._plain_added:
+            keys = fixed
+        else:
+            keys = {_RAW_ADDED + t: fixed[t] for t in raw}
+            keys.update((_NORMALIZED_ADDED + text, fixed[t]) for text, t in normalized.items())
+        whole = None
+        if pipeline.ignore_merges:
+            # The vocabulary's tokens that are text (a pre-token is), with their ids packed.
+            whole = {}
+            for token_id, token in self.vocab.items():
+                try:
+                    whole[token.decode("utf-8")] = chr(token_id).encode(codec, "surrogatepass")
+                except UnicodeDecodeError:
+                    pass
+        self._template = ([], [])
+        if pipeline.post_processor is not None:
+            from cs336_basics.formats.hf import template_ids
+
+            self._template = template_ids(pipeline.post_processor)
+        return keys, whole
 
     @classmethod
     def from_files(
@@ -348,6 +414,7 @@ class Tokenizer:
         `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
         from cs336_basics.formats import pretrained
 
+        patterns.regex_string(self.pattern)  # a pipeline is refused here, before the ranks are checked
         return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, self.pattern, name=name)
 
     def save_tiktoken(self, path: "str | os.PathLike") -> None:
@@ -357,16 +424,24 @@ class Tokenizer:
 
         save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids. As in tiktoken, a
         surrogate pair in `text` counts as the character it stands for and a lone surrogate as U+FFFD.
+
+        `add_special_tokens=True` adds what the post-processor of a loaded `tokenizer.json` adds to
+        one sequence (e.g. Llama 3's beginning-of-text token), as Hugging Face's
+        `encode(text, add_special_tokens=True)`; without one it changes nothing.
 
         >>> tok.encode("hi<|endoftext|>")  # doctest: +SKIP
         [5303, 50256]
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        return self._encode_valid(fix_surrogates(text))
+        ids = self._encode_valid(fix_surrogates(text))
+        if add_special_tokens and self._pipeline is not None:
+            before, after = self._template
+            ids = [*before, *ids, *after]
+        return ids
 
     def _encode_valid(self, text: str) -> list[int]:
         """`encode` of text that holds no surrogates."""
@@ -383,6 +458,8 @@ class Tokenizer:
         """The ids of text that holds no surrogates, packed as `id_packing` says. The chunks of its
         documents and its special tokens (the cache knows their ids) go to the cache together, some
         `_CHUNKS_PER_CALL` at a time."""
+        if self._pipeline is not None and not self._plain_added:
+            return self._encode_chunks(self._pipeline_keys(text))
         if self._special_re is None:
             return self._encode_chunks(self._split(text))
         out: list[bytes] = []
@@ -398,6 +475,31 @@ class Tokenizer:
                     chunks = []
         out.append(self._cache.encode(chunks))
         return b"".join(out)
+
+    def _pipeline_keys(self, text: str) -> list[str]:
+        """The cache keys of text (no surrogates) for a Hugging Face pipeline: added tokens (marked,
+        see `_set_up_pipeline`), and chunks or pre-tokens of the normalized text between them."""
+        pipeline = self._pipeline
+        raw_re, normalized_re, split = self._raw_added_re, self._normalized_added_re, self._split
+        normalize = pipeline.normalize if pipeline.normalizers else None
+        keys: list[str] = []
+        for i, part in enumerate(raw_re.split(text) if raw_re is not None else [text]):
+            if i % 2:
+                keys.append(_RAW_ADDED + part)
+                continue
+            if not part:
+                continue
+            if normalize is not None:
+                part = normalize(part)
+            if normalized_re is None:
+                keys += split(part)
+                continue
+            for j, piece in enumerate(normalized_re.split(part)):
+                if j % 2:
+                    keys.append(_NORMALIZED_ADDED + piece)
+                elif piece:
+                    keys += split(piece)
+        return keys
 
     def _encode_chunks(self, chunks: list[str]) -> bytes:
         """The packed ids of chunks, handed to the cache `_CHUNKS_PER_CALL` at a time."""
@@ -449,7 +551,7 @@ class Tokenizer:
                 break
             m = last_boundary.match(text, start, limit + 1) if last_boundary is not None else None
             cut = m.end() if m else -1
-            for token in self.special_tokens:
+            for token in self._cut_tokens:
                 cut = max(cut, text.rfind(token, start, limit + len(token)))
             if cut < max(start, 1):
                 break
@@ -646,6 +748,9 @@ class Tokenizer:
 def _checked_merges(merges: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     checked = []
     for n, merge in enumerate(merges, start=1):
+        if type(merge) is tuple and len(merge) == 2 and type(merge[0]) is bytes and type(merge[1]) is bytes:
+            checked.append(merge)  # the usual case, without copying
+            continue
         if (
             not isinstance(merge, (tuple, list))
             or len(merge) != 2
@@ -664,9 +769,10 @@ def _checked_vocab(vocab: dict[int, bytes]) -> dict[int, bytes]:
     for token_id, token in vocab.items():
         if type(token_id) is not int or not 0 <= token_id <= gpt2.MAX_TOKEN_ID:
             raise ValueError(f"vocab ids must be ints from 0 to {gpt2.MAX_TOKEN_ID}, got {token_id!r}")
-        if not isinstance(token, (bytes, bytearray)):
-            raise ValueError(f"vocab id {token_id} maps to {token!r}; tokens must be bytes")
-        token = bytes(token)
+        if type(token) is not bytes:
+            if not isinstance(token, (bytes, bytearray)):
+                raise ValueError(f"vocab id {token_id} maps to {token!r}; tokens must be bytes")
+            token = bytes(token)
         if token in seen:
             raise ValueError(f"vocab ids {seen[token]} and {token_id} both map to {token!r}")
         seen[token] = token_id

@@ -191,10 +191,10 @@ def hf_byte_level(tmp_path_factory):
 def test_we_read_split_then_byte_level_files_with_their_ids(tmp_path, as_written):
     """GPT-4's regex as tiktoken spells it means something else to Hugging Face (digits are not cut
     in threes), and we follow Hugging Face; as we write it, it is GPT-4's pattern."""
-    from cs336_basics.formats.hf import _for_oniguruma
     from cs336_basics.text.patterns import regex_string
+    from cs336_basics.text.pipelines import for_oniguruma
 
-    split = regex_string("cl100k") if as_written == "by tiktoken" else _for_oniguruma(regex_string("cl100k"))
+    split = regex_string("cl100k") if as_written == "by tiktoken" else for_oniguruma(regex_string("cl100k"))
     hf, path = _hf_trained(tmp_path, split_regex=split)
     ours = Tokenizer.from_pretrained(path)
     assert (ours.pattern == "cl100k") == (as_written == "by us")
@@ -274,15 +274,20 @@ def _edited(saved, tmp_path, edit) -> str:
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda d: d.update(normalizer={"type": "NFC"}), "normalizer 'NFC' is not supported"),
+        (lambda d: d.update(normalizer={"type": "Lowercase"}), "normalizer 'Lowercase' is not supported"),
+        (lambda d: d.update(normalizer={"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Strip"}]}),
+         "normalizer 'Strip' is not supported"),
         (lambda d: d["model"].update(type="WordPiece"), "model 'WordPiece' is not supported"),
         (lambda d: d["model"].update(dropout=0.1), "BPE dropout 0.1 is not supported"),
-        (lambda d: d["model"].update(ignore_merges=True), "ignore_merges=true is not supported"),
+        (lambda d: d["model"].update(byte_fallback=True), "byte_fallback=true is not supported"),
+        (lambda d: (d["model"].update(ignore_merges=True), d.update(normalizer={"type": "NFC"})),
+         "ignore_merges=true with a normalizer is not supported"),
         (lambda d: d["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix='##'"),
         (lambda d: d["pre_tokenizer"].update(add_prefix_space=True), "add_prefix_space=true"),
         (lambda d: d.update(pre_tokenizer={"type": "Metaspace"}), "pre-tokenizer 'Metaspace' is not supported"),
-        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}), r"Sequence\['Digits'\]"),
-        (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), "post-processor 'TemplateProcessing'"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Whitespace"}]}), "pre-tokenizer 'Whitespace' is not supported"),
+        (lambda d: d.update(post_processor={"type": "BertProcessing"}), "post-processor 'BertProcessing'"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), "post-processor TemplateProcessing needs"),
         (lambda d: d.update(decoder={"type": "WordPiece"}), "decoder 'WordPiece' is not supported"),
         (lambda d: d["added_tokens"][0].update(lstrip=True), "has lstrip=true"),
         (lambda d: d["added_tokens"][0].update(id=5), "has id 5 but the model gives it id"),

@@ -77,20 +77,23 @@ def build_merge_table(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
     pair_rank: dict[str, int] = {}
     merged: list[tuple[str, str]] = []
     made = {bytes([b]) for b in range(256)}
+    get = ids.get
     for rank, (left, right) in enumerate(merges):
-        for part in (left, right, left + right):
-            if part not in ids:
-                raise ValueError(f"merge {rank + 1} ({left!r}, {right!r}) needs {part!r}, which is not in the vocabulary")
-        for part in (left, right):
-            if part not in made:
-                raise ValueError(
-                    f"merge {rank + 1} ({left!r}, {right!r}) uses {part!r} before any earlier merge makes it; "
-                    "merges must be listed in the order they were learned"
-                )
-        made.add(left + right)
-        pair = chr(ids[left]) + chr(ids[right])
+        new = left + right
+        a, b, c = get(left), get(right), get(new)
+        if a is None or b is None or c is None:
+            part = next(part for part in (left, right, new) if part not in ids)
+            raise ValueError(f"merge {rank + 1} ({left!r}, {right!r}) needs {part!r}, which is not in the vocabulary")
+        if left not in made or right not in made:
+            part = left if left not in made else right
+            raise ValueError(
+                f"merge {rank + 1} ({left!r}, {right!r}) uses {part!r} before any earlier merge makes it; "
+                "merges must be listed in the order they were learned"
+            )
+        made.add(new)
+        pair = chr(a) + chr(b)
         pair_rank.setdefault(pair, rank)  # a repeated merge can never apply again
-        merged.append((pair, chr(ids[left + right])))
+        merged.append((pair, chr(c)))
     junctions = {(left[-1], right[0]) for left, right in merges}
     joins = frozenset(byte_chars[a] + byte_chars[b] for a, b in junctions)
     last_id = max(ids.values(), default=255)
@@ -266,7 +269,8 @@ class EncodeCache(dict):
     Memory stays bounded: when `max_entries` are held, they become the *old* generation and a new
     one starts; an entry found in the old generation moves to the new one, so what text uses
     often survives, and what it stopped using is dropped a generation later. Keys longer than
-    `max_key_length` are not kept. The parts of pre-tokens merged in parts (see `merge_words`) are
+    `max_key_length` are not kept. `whole` maps pre-tokens to their ids where they are taken whole
+    instead of merged (Hugging Face's `ignore_merges`: a pre-token in the vocabulary). The parts of pre-tokens merged in parts (see `merge_words`) are
     kept apart, up to `max_entries` of them, then dropped all at once.
     """
 
@@ -279,8 +283,10 @@ class EncodeCache(dict):
         pretokenizer: Pretokenizer | None = None,
         codec: str = "utf-32-le" if sys.byteorder == "little" else "utf-32-be",
         fixed: dict[str, bytes] | None = None,
+        whole: dict[str, bytes] | None = None,
     ):
         super().__init__()
+        self._whole = whole  # pre-tokens taken whole when in the vocabulary (`ignore_merges`), with their ids
         self._table = table
         self._pretokenizer = pretokenizer if pretokenizer is not None and pretokenizer.boundary else None
         self._codec = codec
@@ -339,11 +345,13 @@ class EncodeCache(dict):
             joinable = list(map(self._junctions.__getitem__, ends))
             alone = list(compress(todo, map(not_, joinable)))
             groups = [([chunk], split(chunk)) for chunk in alone]
-            joined = list(compress(todo, joinable))
-            is_ascii = list(map(str.isascii, joined))
-            for group in (list(compress(joined, is_ascii)), list(compress(joined, map(not_, is_ascii)))):
-                if group:
-                    groups.append((group, split("".join(group))))
+            kinds = set(joinable) - {False}  # one kind but under a pipeline's "lines" boundary
+            for kind in kinds:
+                joined = list(compress(todo, map(kind.__eq__, joinable) if len(kinds) > 1 else joinable))
+                is_ascii = list(map(str.isascii, joined))
+                for group in (list(compress(joined, is_ascii)), list(compress(joined, map(not_, is_ascii)))):
+                    if group:
+                        groups.append((group, split("".join(group))))
 
         # The pre-tokens' ids: from the new generation, from the old one (then kept in the new
         # one), or by BPE (then kept too).
@@ -360,6 +368,15 @@ class EncodeCache(dict):
                     continue
                 keep[piece] = value
             ids[piece] = value
+        whole = self._whole
+        if whole:
+            taken = [piece for piece in new if piece in whole]
+            if taken:
+                for piece in taken:
+                    ids[piece] = keep[piece] = whole[piece]
+                if self._learned is not None:
+                    self._learned.update(zip(taken, map(whole.__getitem__, taken)))
+                new = [piece for piece in new if piece not in whole]
         table, codec = self._table, self._codec
         # Long pre-tokens are merged in parts (see `merge_words`), and non-ASCII ones when few merges
         # join the bytes of non-ASCII characters. Short ASCII ones have few places that no token
@@ -437,12 +454,23 @@ class EncodeCache(dict):
 
 class _Junctions(dict):
     """Two characters (a chunk's last and its first) -> whether a safe boundary of the pattern
-    lies between them, i.e. whether such chunks can be joined and cut into pre-tokens together."""
+    lies between them, i.e. whether such chunks can be joined and cut into pre-tokens together.
+
+    The named patterns' boundaries hold between any character of one kind and any of another, so
+    chunks that each pass can be joined in any order. A pipeline's "lines" boundary (see
+    `pipelines`) has two such kinds (non-whitespace then whitespace that is not a newline, or a
+    newline then non-whitespace): the value is then 1 or 2, and only chunks of one kind are joined.
+    """
 
     def __init__(self, pretokenizer: Pretokenizer):
         super().__init__()
         self._boundary = pretokenizer.last_boundary
+        pipeline = pretokenizer.pipeline
+        self._lines = pipeline is not None and pipeline.boundary == "lines"
 
-    def __missing__(self, pair: str) -> bool:
-        self[pair] = joinable = self._boundary.match(pair) is not None
+    def __missing__(self, pair: str) -> "bool | int":
+        joinable = self._boundary.match(pair) is not None
+        if joinable and self._lines:
+            joinable = 2 if pair[0] in "\r\n" else 1
+        self[pair] = joinable
         return joinable

@@ -15,6 +15,8 @@ conditions and says which one fails). What remains is to cut the text the same w
   document as one piece (tiktoken with `[\\s\\S]+`). A custom regex is refused: it runs in another
   regex engine whose meaning may differ from the `regex` package's (`$` before a final newline,
   Unicode tables), and text it leaves unmatched is dropped silently by tiktoken where we refuse it.
+  So is a Hugging Face pipeline (see `text/pipelines.py`): several regexes one after the other, and
+  normalizers, which no single tiktoken regex runs.
 - Unicode tables: the `regex` package knows a newer Unicode than tiktoken's engine, so a few
   characters (letters new in recent Unicode versions, U+0295 for `o200k`) belong to different
   classes in the two. They are found once per process by running each class the pattern uses
@@ -112,7 +114,10 @@ _checked: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary
 def _check(tokenizer) -> tuple:
     if tokenizer in _checked:
         return _checked[tokenizer]
-    if patterns.canonical(tokenizer.pattern) not in _CLASSES:
+    if patterns.get(tokenizer.pattern).pipeline is not None:
+        result = (None, None, None, "its pre-tokenizer is a Hugging Face pipeline (Split steps, which keep the text "
+                  "their regex does not match, maybe several, maybe normalizers), which tiktoken's one regex cannot run")
+    elif patterns.canonical(tokenizer.pattern) not in _CLASSES:
         result = (None, None, None, "a custom regex may mean something else in tiktoken's regex engine "
                   "(anchors, Unicode tables), and tiktoken drops text the regex leaves unmatched where we refuse it")
     else:

@@ -1,65 +1,73 @@
-"""Hugging Face's `tokenizer.json` for byte-level BPE: writing ours, reading ours and others'.
+r"""Hugging Face's `tokenizer.json` for byte-level BPE: writing ours, reading ours and open models'.
 
 A `tokenizer.json` is a serialized pipeline: normalizer, pre-tokenizer, model, post-processor,
-decoder, plus "added tokens" matched before everything else. We write, and read back, only the
-pipelines whose ids we reproduce exactly:
+decoder, plus "added tokens" matched before everything else. We read, and write back, the pipelines
+whose ids we reproduce exactly (`tokenizers`' `encode(text, add_special_tokens=False).ids`; tests
+check them against it, on DeepSeek's file and on layouts built with `tokenizers`):
 
-- no normalizer; a `BPE` model over GPT-2's byte-to-unicode spelling of the bytes, without dropout,
-  `ignore_merges`, byte fallback, or subword prefix and suffix;
-- the pre-tokenizer holds the pattern: `ByteLevel` with its built-in regex is GPT-2's pattern,
-  `ByteLevel` without regex is "none", and `Sequence[Split(Regex(R), "Isolated"), ByteLevel without
-  regex]` (the layout of recent models) is the regex R, named when it is one of ours;
-- `ByteLevel` decoder (or none), `ByteLevel` post-processor (offsets only) or none;
-- added tokens are our special tokens, matched as they are (no `lstrip`, `rstrip`, `single_word`).
+- normalizer: none, or NFC, NFKC, NFD, NFKD and `Sequence`s of them (an empty one is none), done
+  with Python's `unicodedata` (text holding one of the characters its tables normalize otherwise
+  than `tokenizers` is refused, see `pipelines.NORMALIZED_OTHERWISE`);
+- pre-tokenizer: `ByteLevel` (its `use_regex`, true when missing, is GPT-2's regex), or a `Sequence`
+  of any number of `Split` steps (a `Regex` or a `String`; Isolated, MergedWithPrevious,
+  MergedWithNext or Contiguous; inverted or not) and `Digits` steps (read as a Split on \p{N})
+  ending with `ByteLevel`. GPT-2's layout, and one
+  Isolated Split of one of our named patterns then ByteLevel without regex, read as the named
+  pattern; anything else as a pipeline (see `text/pipelines.py`), the regexes read the way
+  Oniguruma runs them, and refused where it reads them otherwise than the `regex` package (`^`,
+  `$`, `\w`, `\h`...: see `pipelines.engine_difference`) — except one lone Split, which then
+  reads as a custom regex, with the `regex` package's meaning, as we write one;
+- model: `BPE` over GPT-2's byte-to-unicode spelling of the bytes, without dropout, byte fallback,
+  or subword prefix and suffix; `ignore_merges` (a pre-token in the vocabulary is taken whole) too,
+  except with a normalizer;
+- added tokens, special or not, normalized or not (those not normalized are matched on the raw text
+  first, the others on the normalized text between them), at the ids `tokenizers` gives them;
+- post-processor: `ByteLevel` (offsets only), `TemplateProcessing` (its single-sequence template,
+  honoured by `Tokenizer.encode(text, add_special_tokens=True)`), or a `Sequence` of these;
+- decoder: `ByteLevel`, a `Sequence` of it, or none.
 
-Anything else (a normalizer, a WordPiece or Unigram model, dropout, `add_prefix_space`, an unknown
-pre-tokenizer, a template post-processor that adds tokens...) is refused by name, never approximated.
+Anything else is refused by name, naming the file and the part, never approximated: other
+normalizers (Lowercase, Replace, Prepend, Strip...), `Split` with Removed (it drops text), a
+pre-tokenizer without `ByteLevel` at its end (the model would see characters, not bytes), other
+pre-tokenizers, `add_prefix_space`, added tokens with `lstrip`, `rstrip` or `single_word`, other
+models, dropout, other post-processors and decoders, and `ignore_merges` with a normalizer.
 """
 
 import json
+import unicodedata
 
 import regex
 
 from cs336_basics.formats.gpt2 import text_to_token, token_to_text
+from cs336_basics.text import pipelines
 from cs336_basics.text.patterns import regex_string
+from cs336_basics.text.pipelines import for_oniguruma
 
 _NAMED = ("gpt2", "cl100k", "o200k")
 
-# `tokenizers` runs Split regexes with Oniguruma, which reads `X{n,m}+` as `(?:X{n,m})+`, where the
-# `regex` package and tiktoken read a possessive `X{n,m}`: as written, cl100k's `\p{N}{1,3}+` would
-# keep "2019" whole instead of cutting "201" "9". So what we write spells it as an atomic group,
-# which both engines read alike, and what we read is turned into the `regex` spelling of what
-# Oniguruma does. X is one atom: a \p{..} class, an escape, a [...] set or one plain character.
-_ATOM = r"(\\[pP]\{[^}]*\}|\\.|\[(?:\\.|[^\]\\])*\]|[^\\()\[\]{}|])"
-_BOUNDED_PLUS = regex.compile(_ATOM + r"\{(\d+(?:,\d*)?)\}\+")
-_GROUP_BOUNDED_PLUS = regex.compile(r"\)\{\d+(?:,\d*)?\}\+")
 
-
-def _for_oniguruma(source: str) -> str:
-    if _GROUP_BOUNDED_PLUS.search(source):
-        raise ValueError(f"pattern {source!r} repeats a group with {{n,m}}+, which Hugging Face's regex engine reads differently")
-    return _BOUNDED_PLUS.sub(r"(?>\1{\2})", source)
-
-
-def _from_oniguruma(source: str, where: str) -> str:
-    if _GROUP_BOUNDED_PLUS.search(source):
-        raise ValueError(f"{where}: Split regex repeats a group with {{n,m}}+, which we do not reproduce")
-    return _BOUNDED_PLUS.sub(r"(?:\1{\2})+", source)
-
-
-def _pattern_name(onig_source: str, where: str) -> str:
-    """Our name for a Split regex when it is one of our named patterns as we write them, else the
-    regex in the `regex` package's spelling."""
+def _pattern_name(onig_source: str) -> str | None:
+    """Our name for a Split regex when it is one of our named patterns as we write them, else None."""
     for name in _NAMED:
-        if onig_source == _for_oniguruma(regex_string(name)):
+        if onig_source == for_oniguruma(regex_string(name)):
             return name
-    return _from_oniguruma(onig_source, where)
+    return None
 
 
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 
 
 def _pre_tokenizer(pattern: str) -> dict:
+    if pipelines.is_pipeline(pattern):
+        pipeline = pipelines.get(pattern)
+        spec = json.loads(pattern[len(pipelines.PREFIX):])
+        byte_level = {**_BYTE_LEVEL, "use_regex": spec["steps"][-1]["byte_level"]}
+        splits = [
+            {"type": "Split", "pattern": {"String" if step.literal else "Regex": step.source},
+             "behavior": step.behavior, "invert": step.invert}
+            for step in pipeline.steps[: len(spec["steps"]) - 1]
+        ]
+        return {"type": "Sequence", "pretokenizers": [*splits, byte_level]} if splits else byte_level
     if pattern == "gpt2":
         return dict(_BYTE_LEVEL)
     if pattern == "none":
@@ -67,10 +75,16 @@ def _pre_tokenizer(pattern: str) -> dict:
     return {
         "type": "Sequence",
         "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": _for_oniguruma(regex_string(pattern))}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": for_oniguruma(regex_string(pattern))}, "behavior": "Isolated", "invert": False},
             {**_BYTE_LEVEL, "use_regex": False},
         ],
     }
+
+
+def _normalizer(pipeline: "pipelines.Pipeline | None") -> "dict | None":
+    if pipeline is None or not pipeline.normalizers:
+        return None
+    return {"type": "Sequence", "normalizers": [{"type": form} for form in pipeline.normalizers]}
 
 
 def tokenizer_json(
@@ -78,15 +92,18 @@ def tokenizer_json(
 ) -> str:
     """The text of a `tokenizer.json` that encodes like `Tokenizer(vocab, merges, special_tokens,
     pattern=pattern)` in Hugging Face `tokenizers` and `transformers`."""
+    pipeline = pipelines.get(pattern) if pipelines.is_pipeline(pattern) else None
     specials = {token.encode("utf-8"): token for token in special_tokens}
     model_vocab: dict[str, int] = {}
     added = []
     for token_id in sorted(vocab):
         token = vocab[token_id]
         if token in specials:
+            content = specials[token]
+            special, normalized = pipeline.added.get(content, (True, False)) if pipeline else (True, False)
             added.append(
-                {"id": token_id, "content": specials[token], "single_word": False, "lstrip": False,
-                 "rstrip": False, "normalized": False, "special": True}
+                {"id": token_id, "content": content, "single_word": False, "lstrip": False,
+                 "rstrip": False, "normalized": normalized, "special": special}
             )
         # Special tokens are in the model's vocabulary too, as their own text: `tokenizers` gives an
         # added token missing from it the next free id, whatever id the file says.
@@ -105,9 +122,9 @@ def tokenizer_json(
         "truncation": None,
         "padding": None,
         "added_tokens": added,
-        "normalizer": None,
+        "normalizer": _normalizer(pipeline),
         "pre_tokenizer": _pre_tokenizer(pattern),
-        "post_processor": None,
+        "post_processor": pipeline.post_processor if pipeline else None,
         "decoder": {**_BYTE_LEVEL},
         "model": {
             "type": "BPE",
@@ -117,7 +134,7 @@ def tokenizer_json(
             "end_of_word_suffix": None,
             "fuse_unk": False,
             "byte_fallback": False,
-            "ignore_merges": False,
+            "ignore_merges": bool(pipeline and pipeline.ignore_merges),
             "vocab": model_vocab,
             "merges": [[token_to_text(left), token_to_text(right)] for left, right in merges],
         },
@@ -131,49 +148,163 @@ def _describe(component) -> str:
     return repr(component)
 
 
-def _read_pattern(pre: object, source: str) -> str:
-    def byte_level(step: dict, *, regex: bool) -> None:
-        if step.get("add_prefix_space"):
-            raise ValueError(
-                f"{source}: pre-tokenizer ByteLevel has add_prefix_space=true, which we do not reproduce "
-                "(save with ByteLevel(add_prefix_space=False))"
-            )
-        if bool(step.get("use_regex", True)) != regex:
-            raise ValueError(f"{source}: ByteLevel after Split must have use_regex=false")
+_SUPPORTED_PRE = "ByteLevel, or a Sequence of Split and Digits steps then ByteLevel"
 
-    if isinstance(pre, dict) and pre.get("type") == "ByteLevel":
-        if pre.get("add_prefix_space"):
-            byte_level(pre, regex=True)
-        return "gpt2" if pre.get("use_regex", True) else "none"
+
+def _read_steps(pre: object, source: str) -> list[dict]:
+    """The pre-tokenizer as pipeline steps (see `pipelines`): Split steps, then {"byte_level": use_regex}."""
     if isinstance(pre, dict) and pre.get("type") == "Sequence":
         steps = pre.get("pretokenizers")
-        if (
-            isinstance(steps, list)
-            and len(steps) == 2
-            and all(isinstance(step, dict) for step in steps)
-            and steps[0].get("type") == "Split"
-            and steps[1].get("type") == "ByteLevel"
-        ):
-            split = steps[0]
-            regex_source = split.get("pattern", {}).get("Regex") if isinstance(split.get("pattern"), dict) else None
-            if not isinstance(regex_source, str):
-                raise ValueError(f"{source}: pre-tokenizer Split must hold a Regex pattern, got {split.get('pattern')!r}")
-            if split.get("behavior") != "Isolated" or split.get("invert"):
+        if not isinstance(steps, list) or not steps:
+            raise ValueError(f"{source}: pre-tokenizer Sequence must hold a list of steps ({_SUPPORTED_PRE})")
+    else:
+        steps = [pre]
+    result = []
+    for n, step in enumerate(steps):
+        kind = step.get("type") if isinstance(step, dict) else None
+        last = n == len(steps) - 1
+        if kind == "ByteLevel" and last:
+            if step.get("add_prefix_space"):
                 raise ValueError(
-                    f"{source}: pre-tokenizer Split with behavior {split.get('behavior')!r} and invert "
-                    f"{split.get('invert')!r} is not supported (only Isolated, not inverted)"
+                    f"{source}: pre-tokenizer ByteLevel has add_prefix_space=true, which we do not reproduce "
+                    "(save with ByteLevel(add_prefix_space=False))"
                 )
-            byte_level(steps[1], regex=False)
-            return _pattern_name(regex_source, source)
-        kinds = ", ".join(_describe(step) for step in steps) if isinstance(steps, list) else "?"
+            use_regex = step.get("use_regex", True)  # `tokenizers` reads a missing use_regex as true
+            if type(use_regex) is not bool:
+                raise ValueError(f"{source}: pre-tokenizer ByteLevel use_regex must be true or false, got {use_regex!r}")
+            result.append({"byte_level": use_regex})
+        elif kind == "Split":
+            pattern, behavior, invert = step.get("pattern"), step.get("behavior"), step.get("invert", False)
+            if behavior == "Removed":
+                raise ValueError(
+                    f"{source}: pre-tokenizer Split with behavior 'Removed' drops text, which byte-level BPE "
+                    "cannot give back; not supported"
+                )
+            if behavior not in pipelines.BEHAVIORS or type(invert) is not bool:
+                raise ValueError(
+                    f"{source}: pre-tokenizer Split with behavior {behavior!r} and invert {invert!r} is not supported "
+                    f"(behaviors {', '.join(pipelines.BEHAVIORS)}; invert true or false)"
+                )
+            if isinstance(pattern, dict) and pattern.keys() == {"Regex"} and isinstance(pattern["Regex"], str):
+                entry = {"regex": pattern["Regex"]}
+                pipelines.from_oniguruma(pattern["Regex"], source)
+            elif isinstance(pattern, dict) and pattern.keys() == {"String"} and isinstance(pattern["String"], str):
+                entry = {"string": pattern["String"]}
+            else:
+                raise ValueError(f"{source}: pre-tokenizer Split must hold a Regex or a String pattern, got {pattern!r}")
+            result.append({**entry, "behavior": behavior, "invert": invert})
+        elif kind == "Digits":
+            # Hugging Face cuts at each numeric character (Rust's `is_numeric`: \p{N}), each alone
+            # (individual_digits) or runs of them together: a Split on \p{N}, Isolated or Contiguous.
+            individual = step.get("individual_digits", False)
+            if type(individual) is not bool:
+                raise ValueError(f"{source}: pre-tokenizer Digits individual_digits must be true or false")
+            result.append({"regex": r"\p{N}", "behavior": "Isolated" if individual else "Contiguous", "invert": False})
+        elif kind == "ByteLevel":
+            raise ValueError(f"{source}: pre-tokenizer ByteLevel must be the last step ({_SUPPORTED_PRE})")
+        else:
+            raise ValueError(f"{source}: pre-tokenizer {_describe(step)} is not supported ({_SUPPORTED_PRE})")
+    if "byte_level" not in result[-1]:
         raise ValueError(
-            f"{source}: pre-tokenizer Sequence[{kinds}] is not supported "
-            "(only ByteLevel, or Split(Regex) then ByteLevel without regex)"
+            f"{source}: pre-tokenizer has no ByteLevel step at its end, so the model would see characters, "
+            f"not bytes (unknown ones dropped); not supported ({_SUPPORTED_PRE})"
         )
+    return result
+
+
+def _read_normalizers(normalizer: object, source: str) -> list[str]:
+    if normalizer is None:
+        return []
+    kind = normalizer.get("type") if isinstance(normalizer, dict) else None
+    if kind == "Sequence" and isinstance(normalizer.get("normalizers"), list):
+        forms = []
+        for inner in normalizer["normalizers"]:
+            forms += _read_normalizers(inner, source)
+        return forms
+    if kind in pipelines.NORMALIZERS:
+        return [kind]
     raise ValueError(
-        f"{source}: pre-tokenizer {_describe(pre)} is not supported "
-        "(only ByteLevel, or Split(Regex) then ByteLevel without regex)"
+        f"{source}: normalizer {_describe(normalizer)} is not supported "
+        f"(only {', '.join(pipelines.NORMALIZERS)} and Sequences of them, done with Python's unicodedata)"
     )
+
+
+def _read_post_processor(post: object, source: str) -> "dict | None":
+    """The post-processor to keep (None when it adds nothing); ValueError for one we cannot reproduce."""
+    if post is None:
+        return None
+    kind = post.get("type") if isinstance(post, dict) else None
+    if kind == "ByteLevel":
+        return None  # offsets only
+    if kind == "Sequence" and isinstance(post.get("processors"), list):
+        kept = [p for p in (_read_post_processor(inner, source) for inner in post["processors"]) if p is not None]
+        if len(kept) > 1:
+            raise ValueError(f"{source}: post-processor Sequence holds more than one TemplateProcessing; not supported")
+        return kept[0] if kept else None
+    if kind == "TemplateProcessing":
+        template_ids(post, source)
+        return post
+    raise ValueError(
+        f"{source}: post-processor {_describe(post)} is not supported (only ByteLevel, TemplateProcessing "
+        "and Sequences of them)"
+    )
+
+
+def template_ids(post: dict, source: str = "post-processor") -> tuple[list[int], list[int]]:
+    """The ids a TemplateProcessing's single-sequence template puts before and after the text."""
+    single, specials = post.get("single"), post.get("special_tokens")
+    if not isinstance(single, list) or not isinstance(specials, dict):
+        raise ValueError(f"{source}: post-processor TemplateProcessing needs a single template and special_tokens")
+    before: list[int] = []
+    after: list[int] = []
+    seen_sequence = False
+    for item in single:
+        if isinstance(item, dict) and item.keys() == {"Sequence"} and item["Sequence"].get("id") == "A" and not seen_sequence:
+            seen_sequence = True
+        elif isinstance(item, dict) and item.keys() == {"SpecialToken"}:
+            name = item["SpecialToken"].get("id")
+            ids = specials.get(name, {}).get("ids") if isinstance(specials.get(name), dict) else None
+            if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
+                raise ValueError(f"{source}: post-processor template token {name!r} has no list of ids in special_tokens")
+            (after if seen_sequence else before).extend(ids)
+        else:
+            raise ValueError(f"{source}: post-processor single template item {item!r} is not supported (only $A once and special tokens)")
+    if not seen_sequence:
+        raise ValueError(f"{source}: post-processor single template has no $A")
+    return before, after
+
+
+def _read_decoder(decoder: object, source: str) -> None:
+    kind = decoder.get("type") if isinstance(decoder, dict) else None
+    if decoder is None or kind == "ByteLevel":
+        return
+    if kind == "Sequence" and isinstance(decoder.get("decoders"), list):
+        for inner in decoder["decoders"]:
+            _read_decoder(inner, source)
+        return
+    raise ValueError(f"{source}: decoder {_describe(decoder)} is not supported (only ByteLevel, or a Sequence of it)")
+
+
+def _pattern_of(steps: list[dict], normalizers: list[str], ignore_merges: bool,
+                added: dict[str, tuple[bool, bool]], post: "dict | None", source: str) -> str:
+    """Our pattern for the pipeline: a named pattern where it is one exactly, else a pipeline spec."""
+    plain = not normalizers and not ignore_merges and post is None and all(f == (True, False) for f in added.values())
+    if plain and len(steps) == 1:
+        return "gpt2" if steps[0]["byte_level"] else "none"
+    if plain and len(steps) == 2 and steps[1] == {"byte_level": False}:
+        step = steps[0]
+        if "regex" in step and step["behavior"] == "Isolated" and not step["invert"]:
+            name = _pattern_name(step["regex"])
+            if name is not None:
+                return name
+            if pipelines.engine_difference(step["regex"]) is not None:
+                # As a pipeline it would be refused; read as before, as a custom regex with the
+                # `regex` package's meaning (what we write for one), which README says may differ.
+                return pipelines.from_oniguruma(step["regex"], source)
+    try:
+        return pipelines.make_spec(normalizers, steps, ignore_merges=ignore_merges, added=added, post_processor=post)
+    except ValueError as e:
+        raise ValueError(f"{source}: pre-tokenizer: {e}") from None
 
 
 def _no_repeated_keys(source: str):
@@ -208,28 +339,28 @@ def parse_tokenizer_json(
     if not isinstance(document, dict) or not isinstance(document.get("model"), dict):
         raise ValueError(f"{source}: not a tokenizer.json (no \"model\" object)")
 
-    if document.get("normalizer") is not None:
-        raise ValueError(f"{source}: normalizer {_describe(document['normalizer'])} is not supported (we apply none)")
+    normalizers = _read_normalizers(document.get("normalizer"), source)
     model = document["model"]
     if model.get("type", "BPE") != "BPE":
         raise ValueError(f"{source}: model {model.get('type')!r} is not supported (only byte-level BPE)")
     if model.get("dropout") not in (None, 0, 0.0):
         raise ValueError(f"{source}: BPE dropout {model['dropout']!r} is not supported (it makes encoding random)")
-    for option in ("ignore_merges", "byte_fallback"):
-        if model.get(option):
-            raise ValueError(f"{source}: BPE option {option}=true is not supported")
+    if model.get("byte_fallback"):
+        raise ValueError(f"{source}: BPE option byte_fallback=true is not supported")
+    ignore_merges = model.get("ignore_merges", False)
+    if type(ignore_merges) is not bool:
+        raise ValueError(f"{source}: BPE option ignore_merges must be true or false, got {ignore_merges!r}")
+    if ignore_merges and normalizers:
+        raise ValueError(
+            f"{source}: BPE option ignore_merges=true with a normalizer is not supported (a normalized pre-token "
+            "could spell an added token, which Hugging Face looks up in a vocabulary we do not keep apart)"
+        )
     for option in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(option):
             raise ValueError(f"{source}: BPE option {option}={model[option]!r} is not supported")
-    pattern = _read_pattern(document.get("pre_tokenizer"), source)
-    decoder = document.get("decoder")
-    if decoder is not None and not (isinstance(decoder, dict) and decoder.get("type") == "ByteLevel"):
-        raise ValueError(f"{source}: decoder {_describe(decoder)} is not supported (only ByteLevel)")
-    post = document.get("post_processor")
-    if post is not None and not (isinstance(post, dict) and post.get("type") == "ByteLevel"):
-        raise ValueError(
-            f"{source}: post-processor {_describe(post)} is not supported (it may add tokens; only ByteLevel)"
-        )
+    steps = _read_steps(document.get("pre_tokenizer"), source)
+    _read_decoder(document.get("decoder"), source)
+    post = _read_post_processor(document.get("post_processor"), source)
 
     raw_vocab = model.get("vocab")
     if not isinstance(raw_vocab, dict):
@@ -242,10 +373,13 @@ def parse_tokenizer_json(
     added_texts = {entry.get("content") for entry in added if isinstance(entry, dict)}
     vocab: dict[int, bytes] = {}
     ids: dict[bytes, int] = {}
+    spelled: dict[str, bytes | None] = {}  # each key read through the byte table, for the merges
     for key, token_id in raw_vocab.items():
         if type(token_id) is not int or token_id < 0:
             raise ValueError(f"{source}: token {key!r} has id {token_id!r}; ids must be non-negative integers")
-        token = key.encode("utf-8") if key in added_texts else text_to_token(key)
+        spelled[key] = token = text_to_token(key)
+        if key in added_texts:
+            token = key.encode("utf-8")
         if token == b"":
             raise ValueError(f"{source}: model.vocab holds an empty token (id {token_id}); every token needs a byte")
         if token is None:
@@ -263,6 +397,7 @@ def parse_tokenizer_json(
     # it. A file whose ids differ from those is refused, so that ours are always `tokenizers`' ids.
     model_size = len(raw_vocab)
     added_ids: list[int] = []
+    flags: dict[str, tuple[bool, bool]] = {}
     for entry in added:
         if not isinstance(entry, dict) or not isinstance(entry.get("content"), str) or type(entry.get("id")) is not int:
             raise ValueError(f"{source}: added token {entry!r} needs a string content and an integer id")
@@ -272,6 +407,10 @@ def parse_tokenizer_json(
         for option in ("single_word", "lstrip", "rstrip"):
             if entry.get(option):
                 raise ValueError(f"{source}: added token {content!r} has {option}=true, which is not supported")
+        special, normalized = entry.get("special", False), entry.get("normalized", not entry.get("special", False))
+        if type(special) is not bool or type(normalized) is not bool:
+            raise ValueError(f"{source}: added token {content!r} needs special and normalized true or false")
+        flags[content] = (special, normalized)
         token = content.encode("utf-8")
         hf_id = raw_vocab.get(content)
         if hf_id is not None and hf_id != token_id:
@@ -304,14 +443,41 @@ def parse_tokenizer_json(
         raise ValueError(f"{source}: model.merges must be a list")
     merges: list[tuple[bytes, bytes]] = []
     for number, merge in enumerate(raw_merges, start=1):
-        if isinstance(merge, str):
+        if type(merge) is str:
             merge = merge.split(" ")
-        if not (isinstance(merge, list) and len(merge) == 2 and all(isinstance(part, str) and part for part in merge)):
+        if type(merge) is not list or len(merge) != 2:
             raise ValueError(f"{source}: merge {number} must be two tokens, got {merge!r}")
-        pair = tuple(text_to_token(part) for part in merge)
-        if None in pair or not all(part in ids for part in pair):
+        a, b = merge
+        if type(a) is not str or type(b) is not str or not a or not b:
+            raise ValueError(f"{source}: merge {number} must be two tokens, got {merge!r}")
+        left = spelled[a] if a in spelled else text_to_token(a)
+        right = spelled[b] if b in spelled else text_to_token(b)
+        if left not in ids or right not in ids:  # None is never in ids
             raise ValueError(f"{source}: merge {number} names {merge!r}, which is not in the vocabulary")
-        if pair[0] + pair[1] not in ids:
-            raise ValueError(f"{source}: merge {number} makes {merge[0] + merge[1]!r}, which is not in the vocabulary")
-        merges.append(pair)
+        if left + right not in ids:
+            raise ValueError(f"{source}: merge {number} makes {a + b!r}, which is not in the vocabulary")
+        merges.append((left, right))
+    if normalizers:
+        _check_normalized_tokens(flags, normalizers, source)
+    if post is not None:
+        for token_id in [*template_ids(post, source)[0], *template_ids(post, source)[1]]:
+            if token_id not in vocab:
+                raise ValueError(f"{source}: post-processor template adds id {token_id}, which is not in the vocabulary")
+    pattern = _pattern_of(steps, normalizers, ignore_merges, flags, post, source)
     return vocab, merges, special_tokens, pattern
+
+
+def _check_normalized_tokens(flags: dict[str, tuple[bool, bool]], normalizers: list[str], source: str) -> None:
+    """Refuse normalized added tokens that normalize to the same text (which one `tokenizers` picks is its own)."""
+    seen: dict[str, str] = {}
+    for content, (_, normalized) in flags.items():
+        if normalized:
+            text = content
+            for form in normalizers:
+                text = unicodedata.normalize(form, text)
+            if text in seen:
+                raise ValueError(
+                    f"{source}: normalized added tokens {seen[text]!r} and {content!r} are the same text after the "
+                    "normalizer; not supported"
+                )
+            seen[text] = content

@@ -1,3 +1,4 @@
 """What every step shares about text: the pre-tokenization patterns and where their pre-tokens never
 span (`patterns`, open it first), special tokens and cutting text into chunks and pre-tokens
-(`pretokenize`), and text holding UTF-16 surrogates (`surrogates`). Imports no other package."""
+(`pretokenize`), Hugging Face pre-tokenization pipelines (`pipelines`), and text holding UTF-16
+surrogates (`surrogates`). Imports no other package."""

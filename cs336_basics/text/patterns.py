@@ -45,6 +45,8 @@ from functools import lru_cache
 
 import regex
 
+from cs336_basics.text import pipelines
+
 GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 CL100K = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
@@ -100,6 +102,9 @@ def canonical(pattern: str) -> str:
     """
     if not isinstance(pattern, str):
         raise ValueError(f"pattern must be a str (a name or a regex), got {pattern!r}")
+    if pipelines.is_pipeline(pattern):
+        pipelines.get(pattern)  # validated
+        return pattern
     if pattern in NAMED:
         return pattern
     if pattern in ALIASES:
@@ -120,6 +125,11 @@ def regex_string(pattern: str) -> str | None:
     True
     """
     name = canonical(pattern)
+    if pipelines.is_pipeline(name):
+        raise ValueError(
+            "the pattern is a Hugging Face pipeline (normalizers and several Split steps), which no single "
+            "regex expresses: tiktoken and other one-regex engines cannot run it"
+        )
     return NAMED[name] if name in NAMED else name
 
 
@@ -146,6 +156,7 @@ class Pretokenizer:
     chunk_re: "re.Pattern[str] | None"
     safe_cut_bytes: "re.Pattern[bytes] | None"  # a non-whitespace ASCII byte before a boundary
     last_boundary: "re.Pattern[str] | None"  # matched from the start, ends at the last boundary
+    pipeline: "pipelines.Pipeline | None" = None  # a Hugging Face pipeline (see `pipelines`)
 
     @property
     def boundary(self) -> bool:
@@ -153,6 +164,8 @@ class Pretokenizer:
 
     def pretokens(self, document: str) -> list[str]:
         """The pre-tokens of a document, exactly; raises ValueError if a custom regex leaves text unmatched."""
+        if self.pipeline is not None:
+            return self.pipeline.pretokens(self.pipeline.normalize(document))
         if self.compiled is None:
             return [document] if document else []
         if self.name in NAMED:  # the named patterns match every character (a test checks it)
@@ -269,10 +282,36 @@ def _boundary_regexes(name: str):
     return chunk_re, safe_cut_bytes, last_boundary
 
 
+# cl100k's chunks (the same cuts, a test checks it), spelled so that stdlib `re` finds them faster: a
+# non-whitespace run with what follows it through newlines, or a whitespace run that ends the text.
+_PIPELINE_CHUNK_RE = re.compile(f"[{WHITESPACE}]*[^{WHITESPACE}]+(?:[\r\n][{WHITESPACE}]*[^{WHITESPACE}]*)*|[{WHITESPACE}]+")
+
+
+# The chunks of a pipeline that may also be cut after \r or \n before non-whitespace ("lines", see
+# `pipelines`): non-whitespace after whitespace that does not end in \r or \n (or after none), then
+# newlines and whitespace, each time followed by more non-whitespace only where that whitespace ends
+# in a character other than \r and \n. Or a whitespace run alone. The first alternative is the
+# common " word", tried without backtracking.
+_TAIL = f"(?:[\r\n](?:[{WHITESPACE}]*[{_WS_NOT_NEWLINE}][^{WHITESPACE}]+|[{WHITESPACE}]*))*"
+_LINES_CHUNK_RE = re.compile(
+    f"[{_WS_NOT_NEWLINE}]*[^{WHITESPACE}]+{_TAIL}|[{WHITESPACE}]*[{_WS_NOT_NEWLINE}][^{WHITESPACE}]+{_TAIL}"
+    f"|[{WHITESPACE}]+"
+)
+_LINES_LAST_BOUNDARY = re.compile(f"(?s:.*)(?:[^{WHITESPACE}](?=[{_WS_NOT_NEWLINE}])|[\r\n](?=[^{WHITESPACE}]))")
+
+
 @lru_cache(maxsize=64)
 def get(pattern: str) -> Pretokenizer:
     """The Pretokenizer of a pattern name, alias or custom regex (validated; see `canonical`)."""
     name = canonical(pattern)
+    if pipelines.is_pipeline(name):
+        pipeline = pipelines.get(name)
+        if not pipeline.boundary:
+            return Pretokenizer(name, None, None, None, None, None, pipeline)
+        _, safe_cut_bytes, last_boundary = _boundary_regexes("cl100k")
+        if pipeline.boundary == "lines":
+            return Pretokenizer(name, None, None, _LINES_CHUNK_RE, safe_cut_bytes, _LINES_LAST_BOUNDARY, pipeline)
+        return Pretokenizer(name, None, None, _PIPELINE_CHUNK_RE, safe_cut_bytes, last_boundary, pipeline)
     source = NAMED[name] if name in NAMED else name
     compiled = None if source is None else (regex.compile(source) if name in NAMED else _compile_custom(source))
     return Pretokenizer(name, source, compiled, *_boundary_regexes(name))

@@ -35,15 +35,34 @@ def validate_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
 
 
 def special_token_regex(special_tokens: Iterable[str], *, keep: bool = False) -> re.Pattern[str] | None:
-    """A pattern matching any special token literally, longest first; None when there are none.
+    """A pattern matching any special token literally: the leftmost occurrence, and of those
+    starting there the longest (as Hugging Face's added tokens match); None when there are none.
 
-    With `keep`, the pattern is a group, so `split` returns the tokens between the documents.
+    With `keep`, the pattern is a group, so `split` returns the tokens between the documents. The
+    tokens are spelled as a trie (`<(?:a(?:b)?|c)` for "<a", "<ab", "<c"), each optional ending
+    tried after the longer ones, so that a position tries only the tokens that share what was read
+    (four times faster than one alternative per token with DeepSeek's 1,283 added tokens).
     """
-    tokens = sorted(set(special_tokens), key=len, reverse=True)
+    tokens = set(special_tokens)
     if not tokens:
         return None
-    alternatives = "|".join(map(re.escape, tokens))
-    return re.compile(f"({alternatives})" if keep else alternatives)
+    trie: dict = {}
+    for token in tokens:
+        node = trie
+        for character in token:
+            node = node.setdefault(character, {})
+        node[""] = {}  # a token ends here
+    alternatives = _trie_regex(trie)
+    return re.compile(f"({alternatives})" if keep else f"(?:{alternatives})")
+
+
+def _trie_regex(node: dict) -> str:
+    branches = [re.escape(character) + _trie_regex(child) for character, child in sorted(node.items()) if character]
+    if not branches:
+        return ""
+    if len(branches) == 1 and "" not in node:
+        return branches[0]
+    return "(?:" + "|".join(branches) + ")" + ("?" if "" in node else "")
 
 
 def split_on_special_tokens(text: str, special_re: re.Pattern[str] | None) -> list[str]:
