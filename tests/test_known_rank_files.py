@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 import shutil
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from cs336_basics import cli
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
+from cs336_basics.text import pipelines
 from cs336_basics.formats import pretrained
 from cs336_basics.report import TextStats
 from tests.adapters import run_train_bpe
@@ -83,6 +85,19 @@ def test_a_known_file_brings_its_pattern_and_special_tokens_and_explicit_ones_wi
     assert tok.pattern == q.PAT_STR and tok.special_tokens == ["<|c|>"]
 
 
+def test_a_known_file_with_a_normalizer_finds_special_tokens_in_the_normalized_text(small_known, monkeypatch):
+    """Qwen's tokenizer NFC-normalizes the text, then finds its special tokens: so does ours."""
+    digest = hashlib.sha256(small_known.read_bytes()).hexdigest()
+    known = pretrained.KnownRanks("Small", q.PAT_STR, ("<|a|>", "<|b|>"), 299, "NFC")
+    monkeypatch.setitem(pretrained.KNOWN_RANK_FILES, digest, known)
+    tok = Tokenizer.from_pretrained(small_known)
+    assert tok.encode("cafe\u0301") == tok.encode("caf\u00e9")
+    assert tok.encode("x<|b|>") == [ord("x"), 300]
+    # '>' and U+0338 compose to U+226F under NFC, so the special token is no longer in the text.
+    assert 300 not in tok.encode("<|b|>\u0338")
+    assert tok.decode(tok.encode("<|b|>\u0338")) == "<|b|\u226f"
+
+
 def test_column_names_are_short_and_distinct(small_known, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "exported").mkdir()
@@ -107,17 +122,20 @@ def qwen():
 
 PIECES = st.sampled_from(
     ["a", "Z", "é", "ß", "Ж", "中文", "😀", "'s", "'LL", "'T", " ", "   ", "\n", "\r\n", "\n\n ", "\t", "1", "12345",
-     "!", ".\n", "\u0301", "\u00a0", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|extra_204|>", "<|", "|>"]
+     "!", ".\n", "\u0301", "\u00a0", "e\u0301", "\u0338", "\u212b", "\uff21", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|extra_204|>", "<|", "|>"]
 )
 
 
 @pytest.mark.slow  # 151k ranks
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(st.lists(st.one_of(PIECES, st.text(st.characters(exclude_categories=["Cs", "Cn"]), max_size=6)), max_size=30)
+# Characters Python's Unicode tables normalize otherwise than Qwen's own tokenizer may (see
+# `pipelines.NORMALIZED_OTHERWISE`) are refused under NFC, so they are left out here.
+@given(st.lists(st.one_of(PIECES, st.text(st.characters(exclude_categories=["Cs", "Cn"]).filter(
+    lambda c: not pipelines._NORMALIZED_OTHERWISE_RE.match(c)), max_size=6)), max_size=30)
        .map("".join))
 def test_qwen_gives_tiktoken_s_ids_on_any_text(qwen, text):
     ours, theirs = qwen
-    assert ours.encode(text) == theirs.encode(text, allowed_special="all")
+    assert ours.encode(text) == theirs.encode(unicodedata.normalize("NFC", text), allowed_special="all")
 
 
 @pytest.mark.slow
@@ -125,8 +143,8 @@ def test_qwen_gives_tiktoken_s_ids_on_any_text(qwen, text):
 def test_qwen_gives_tiktoken_s_ids_on_the_fixtures(qwen, fixture):
     ours, theirs = qwen
     text = "<|im_start|>user\n" + (FIXTURES_PATH / fixture).read_text(encoding="utf-8") + "<|im_end|><|endoftext|>"
-    assert ours.encode(text) == theirs.encode(text, allowed_special="all")
-    assert ours.pattern == q.PAT_STR and len(ours.special_tokens) == 208
+    assert ours.encode(text) == theirs.encode(unicodedata.normalize("NFC", text), allowed_special="all")
+    assert len(ours.special_tokens) == 208
 
 
 @pytest.mark.slow  # recovering merges up to the first out of order takes seconds
@@ -174,10 +192,10 @@ def test_stats_takes_every_kind_side_by_side(kinds, capsys):
     assert [line.split(":")[0] for line in engines] == [
         f"  engine for mine ({kinds[0]})", f"  engine for exported ({kinds[1]})", f"  engine for Qwen ({kinds[2]})",
         "  engine for cl100k_base"]
-    # Under --engine tiktoken, Qwen's custom regex is refused by name; a given --pattern wins over Qwen's.
+    # Under --engine tiktoken, Qwen's pipeline (NFC, then its regex) is refused by name; a given --pattern wins over Qwen's.
     assert main([*argv, "--engine", "tiktoken"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"bpe: Qwen ({kinds[2]}): engine 'tiktoken' cannot give") and "custom regex" in err[0]
+    assert len(err) == 1 and err[0].startswith(f"bpe: Qwen ({kinds[2]}): engine 'tiktoken' cannot give") and "normalizers" in err[0]
     assert main(["stats", "--tokenizer", kinds[2], "--pattern", "cl100k", str(path), "--quiet", "--engine", "tiktoken"]) == 0
     assert f"  engine for Qwen ({kinds[2]}): tiktoken (asked for)" in capsys.readouterr().out
 

