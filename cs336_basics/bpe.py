@@ -243,6 +243,20 @@ def _can_take_from(later: list[str], first: list[str]) -> bool:
     return any(a in b for a in first for b in later)
 
 
+def _cut_before_normalized(normalized: list[str], tokens: list[str]) -> list[str]:
+    """The normalized added tokens before whose occurrences in the raw text a text may be cut, each
+    side encoded alone as when whole: those whose first character is ASCII (no ASCII character
+    composes with, or is reordered around, the one before it, so the text before the cut normalizes
+    alone, and the token itself is unchanged), when no added token overlaps another (holds one, or
+    has a proper suffix that is a proper prefix of one), so no match can span the cut."""
+    suffixes = {t[i:] for t in tokens for i in range(1, len(t))}
+    if any(t[:i] in suffixes for t in tokens for i in range(1, len(t))):
+        return []
+    if any(a != b and a in b for a in tokens for b in tokens):
+        return []
+    return [t for t in normalized if t[0].isascii()]
+
+
 # Marks the cache keys of added tokens under a Hugging Face pipeline (see `Tokenizer._set_up_pipeline`).
 _RAW_ADDED, _NORMALIZED_ADDED = "\ud800", "\ud801"
 
@@ -303,12 +317,15 @@ class Tokenizer:
             self._table, cache_size, pretokenizer=pretokenizer, codec=codec, fixed=fixed, whole=whole,
         )
         self._split = pretokenizer.chunks if pretokenizer.boundary else pretokenizer.pretokens
-        # Where `encode_iterable` may cut (see `_last_safe_cut`): before any special token, but under a
-        # pipeline that matches added tokens in two rounds only before those of the first round (the
-        # text around a normalized one is normalized, or matched, with it).
+        # Where a text may be cut, each side encoded alone (`encode_iterable`, see `_last_safe_cut`, and
+        # the corpus paths, which cut files into pieces): before any special token, but under a pipeline
+        # that matches added tokens in two rounds only before those of the first round and the normalized
+        # ones `_cut_before_normalized` allows (the text around others is normalized, or matched, with them).
         self._cut_tokens = self.special_tokens
         if pipeline is not None and not self._plain_added:
-            self._cut_tokens = [t for t in self.special_tokens if not pipeline.is_normalized(t)]
+            normalized = [t for t in self.special_tokens if pipeline.is_normalized(t)]
+            allowed = set(_cut_before_normalized(normalized, self.special_tokens))
+            self._cut_tokens = [t for t in self.special_tokens if not pipeline.is_normalized(t) or t in allowed]
         if pipeline is not None and not pretokenizer.boundary:
             self._split = pipeline.pretokens  # of text already normalized
 
@@ -605,7 +622,7 @@ class Tokenizer:
         if num_workers is None:
             num_workers = default_num_workers(sum(f.size for f in files))
         units = sources.plan_units(
-            files, piece_size=piece_size, special_tokens=self.special_tokens, text_field=text_field,
+            files, piece_size=piece_size, special_tokens=self._cut_tokens, text_field=text_field,
             pattern=self.pattern,
         )
         return encode_files(

@@ -220,3 +220,36 @@ def test_report_compares_with_every_kind(kinds, tmp_path, capsys):
     assert rows["cl100k_base"] and "gpt2" not in rows and "o200k_base" not in rows
     assert main(["report", kinds[0], str(path), "--out", str(out), "--quiet", "--tokenizer", "missing.tiktoken"]) == 1
     assert "tokenizer file not found: missing.tiktoken" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module", params=[("<|a|>", "<|b|>"), ("<|a|>", "\u0301<|b|>")], ids=["ascii", "combining"])
+def nfc_small(tmp_path_factory, request):
+    """A small rank file of ours entered in the table as a known model's that normalizes to NFC (as
+    Qwen's does), with special tokens that start with ASCII, or one that starts with a combining
+    mark (which composes with the text before it): (the tokenizer, a folder for corpora)."""
+    root = tmp_path_factory.mktemp("nfc")
+    vocab, merges = run_train_bpe(FIXTURES_PATH / "english.txt", 300, [EOT])
+    path = root / "small.tiktoken"
+    Tokenizer(vocab, merges, [EOT]).save_tiktoken(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    pretrained.KNOWN_RANK_FILES[digest] = pretrained.KnownRanks("Small", q.PAT_STR, request.param, 299, "NFC")
+    try:
+        yield Tokenizer.from_pretrained(path), root
+    finally:
+        del pretrained.KNOWN_RANK_FILES[digest]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["a", "e", "\u0301", "\u0338", ">", "<", " ", "\n", "<|a|>", "<|b|>", "x" * 40,
+                                 "\u0301<|b|>", "e\u0301<|b|>", "\u1100", "\u1161", "\u212b", "\uff21", "\u00e9"]),
+                max_size=60).map("".join))
+def test_a_file_cut_into_pieces_under_a_normalizer_encodes_as_one_text(nfc_small, text):
+    """Cutting a corpus file before a normalized special token changes no id: the corpus paths
+    cut only where the text on each side normalizes, and is matched, alone."""
+    import numpy as np
+
+    tok, root = nfc_small
+    path = root / "corpus.txt"
+    path.write_bytes(text.encode("utf-8"))
+    tok.encode_file(path, root / "corpus.npy", num_workers=1, piece_size=1, engine="python")
+    assert np.load(root / "corpus.npy").tolist() == tok.encode(text)
