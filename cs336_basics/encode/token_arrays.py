@@ -126,8 +126,14 @@ def _init_worker(key: str, state: tuple, share_folder: str | None = None, engine
         return  # tiktoken has no cache to share
     cache = getattr(tokenizer, "_cache", None)
     if share_folder is not None and hasattr(cache, "start_learning"):
+        # Sharing only saves work. A worker that starts as the run fails finds the folder removed
+        # (or the disk full): it goes on without sharing rather than fail in its initializer, which
+        # Python reports with a traceback of its own.
+        try:
+            _shared = _SharedCache(share_folder)
+        except OSError:
+            return
         cache.start_learning()
-        _shared = _SharedCache(share_folder)
 
 
 def _tokenizer_for(key: str, state: tuple):
