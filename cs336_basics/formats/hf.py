@@ -15,8 +15,10 @@ check them against it, on DeepSeek's file and on layouts built with `tokenizers`
   Isolated Split of one of our named patterns then ByteLevel without regex, read as the named
   pattern; anything else as a pipeline (see `text/pipelines.py`), the regexes read the way
   Oniguruma runs them, and refused where it reads them otherwise than the `regex` package (`^`,
-  `$`, `\w`, `\h`...: see `pipelines.engine_difference`) — except one lone Split, which then
-  reads as a custom regex, with the `regex` package's meaning, as we write one;
+  `$`, `\w`, `\h`...: see `pipelines.engine_difference`) — except one lone Isolated Split (and
+  nothing else needing a pipeline), which reads as the custom regex it is, with the `regex`
+  package's meaning, as we write one: the same pre-tokens wherever it matches every character, and
+  a refusal where it does not (Hugging Face keeps such text as pieces);
 - model: `BPE` over GPT-2's byte-to-unicode spelling of the bytes, without dropout, byte fallback,
   or subword prefix and suffix; `ignore_merges` (a pre-token in the vocabulary is taken whole) too,
   except with a normalizer;
@@ -297,10 +299,12 @@ def _pattern_of(steps: list[dict], normalizers: list[str], ignore_merges: bool,
             name = _pattern_name(step["regex"])
             if name is not None:
                 return name
-            if pipelines.engine_difference(step["regex"]) is not None:
-                # As a pipeline it would be refused; read as before, as a custom regex with the
-                # `regex` package's meaning (what we write for one), which README says may differ.
-                return pipelines.from_oniguruma(step["regex"], source)
+            # One regex alone is a custom pattern, as we write one, so a tokenizer saved with it comes
+            # back with it: the same pre-tokens wherever the regex matches every character, and a
+            # refusal naming the offset where it does not (Hugging Face keeps such text as pieces).
+            # A regex Oniguruma reads otherwise (`pipelines.engine_difference`) has the `regex`
+            # package's meaning here, which README says may differ.
+            return pipelines.from_oniguruma(step["regex"], source)
     try:
         return pipelines.make_spec(normalizers, steps, ignore_merges=ignore_merges, added=added, post_processor=post)
     except ValueError as e:
