@@ -40,7 +40,7 @@ import json
 import lzma
 import os
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -662,3 +662,21 @@ def _read_parquet(unit: WorkUnit) -> Iterator[tuple[int, str, bool]]:
             reported = done
         if reported < unit.size:
             yield unit.size - reported, "", False
+
+
+# --- documents from a Python iterable ---------------------------------------------------------------
+
+
+def document_text(document: object, position: int, text_field: str = DEFAULT_TEXT_FIELD) -> str:
+    """The text of one document of an iterable, surrogates fixed: a str, or a mapping (a row of a
+    `datasets` dataset, say) whose `text_field` holds one. Anything else is a TypeError, and a
+    mapping without the field a ValueError, naming the document's `position`."""
+    if isinstance(document, Mapping):
+        if text_field not in document:
+            fields = ", ".join(map(str, document)) or "none"
+            raise ValueError(f"document {position} has no {text_field!r} field (fields: {fields}); name it with text_field=")
+        document = document[text_field]
+    if not isinstance(document, str):
+        raise TypeError(f"document {position} is {type(document).__name__}, not str (or a mapping with a "
+                        f"{text_field!r} field holding one)")
+    return fix_surrogates(document)

@@ -31,18 +31,17 @@ import contextlib
 import hashlib
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 
 import numpy as np
 
-from cs336_basics.corpora import executors
+from cs336_basics.corpora import executors, sources
 from cs336_basics.datasets import layout, writer
 from cs336_basics.datasets.store import Store
 from cs336_basics.datasets.writer import WORK, Written
 from cs336_basics.encode import engines, token_arrays
 from cs336_basics.encode.token_arrays import choose_dtype, encode_documents, tokenizer_state
-from cs336_basics.text.surrogates import fix_surrogates
 
 SOURCE = "iterable"  # the head's `source` for a dataset written from an iterable
 
@@ -68,15 +67,7 @@ def batches(documents: Iterable, batch_chars: int, text_field: str = "text") -> 
     chars = size = 0
     sha = hashlib.sha256()
     for i, document in enumerate(documents):
-        if isinstance(document, Mapping):
-            if text_field not in document:
-                fields = ", ".join(map(str, document)) or "none"
-                raise ValueError(f"document {i} has no {text_field!r} field (fields: {fields}); name it with text_field=")
-            document = document[text_field]
-        if not isinstance(document, str):
-            raise TypeError(f"document {i} is {type(document).__name__}, not str (or a mapping with a "
-                            f"{text_field!r} field holding one)")
-        document = fix_surrogates(document)
+        document = sources.document_text(document, i, text_field)
         data = document.encode("utf-8")
         sha.update(len(data).to_bytes(8, "little"))
         sha.update(data)

@@ -17,7 +17,7 @@ loop wants.
 import queue
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from functools import partial
 from itertools import islice
@@ -25,7 +25,6 @@ from itertools import islice
 from cs336_basics.corpora import executors, sources
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import count_chunks, pretoken_counts, special_token_regex
-from cs336_basics.text.surrogates import fix_surrogates
 from cs336_basics.train import allocator
 
 _progress = None  # a shared counter of bytes read, set in each local worker process
@@ -396,15 +395,8 @@ def document_batches(
     batch: list[str] = []
     size = 0
     for i, document in enumerate(documents):
-        if isinstance(document, Mapping):
-            if text_field not in document:
-                fields = ", ".join(map(str, document)) or "none"
-                raise ValueError(f"document {i} has no {text_field!r} field (fields: {fields}); name it with text_field=")
-            document = document[text_field]
-        if not isinstance(document, str):
-            raise TypeError(f"document {i} is {type(document).__name__}, not str (or a mapping with a "
-                            f"{text_field!r} field holding one)")
-        batch.append(fix_surrogates(document))
+        document = sources.document_text(document, i, text_field)
+        batch.append(document)
         size += len(document)
         if size >= batch_chars:
             yield batch
