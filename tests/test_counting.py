@@ -323,8 +323,10 @@ def test_count_units_adds_up_the_bytes_of_every_unit(tmp_path):
     path.write_bytes(EOT.join(["the cat sat on the mat"] * 20).encode())
     units = sources.plan_units(sources.resolve(path), piece_size=50, special_tokens=[EOT])
     assert len(units) > 2
-    size, counts = counting.count_units(units)
+    read: list[int] = []
+    size, counts = counting.count_units(units, 16, read.append)
     assert size == path.stat().st_size and counts == {"the": 20, " cat": 20, " sat": 20, " on": 20, " the": 20, " mat": 20}
+    assert sum(read) == size and len(read) > len(units)
     assert counting.count_units([]) == (0, {})
 
 
@@ -368,3 +370,31 @@ def test_an_empty_table_packs_into_no_bytes():
     total = {b"a": 1}
     counting.add_packed(total, (keys, numbers))
     assert total == {b"a": 1}
+
+
+def test_count_documents_reads_the_text_field_by_default():
+    """Mappings of documents are read from their "text" field unless told otherwise."""
+    got = counting.count_documents([{"text": "a b"}, "a"], special_tokens=[EOT], pattern="gpt2", num_workers=1)
+    assert got == {b"a": 2, b" b": 1}
+
+
+def test_a_bad_record_read_by_local_workers_is_the_caller_s_error(tmp_path):
+    """A bad record found while local processes count is raised to the caller as the reader's ValueError."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(b'{"text": "doc %d"}\n' % i for i in range(40)) + b'{"id": 1}\n')
+    units = sources.plan_units(sources.resolve(path), piece_size=100, special_tokens=[EOT])
+    with pytest.raises(ValueError, match=r"bad\.jsonl: line 41: no 'text' field"):
+        counting.count_pretokens(units, num_workers=2, task_size=100)
+
+
+def test_a_worker_error_of_another_kind_arrives_as_a_runtime_error():
+    """An error a worker sends whose kind the parent does not rebuild is raised as RuntimeError with its message."""
+    import queue
+
+    results: queue.Queue = queue.Queue()
+    results.put(("error", "KeyError", "'x' went missing"))
+    with pytest.raises(RuntimeError, match="'x' went missing"):
+        counting._get(results, [])
+    results.put(("error", "TypeError", "not text"))
+    with pytest.raises(TypeError, match="not text"):
+        counting._get(results, [])
