@@ -138,3 +138,28 @@ def test_absorb_reads_every_complete_record_of_every_other_worker(tmp_path):
         f.write(record[-3:])
     shares["a.cache"].absorb(reader)
     assert reader.learned == {**expected, "late": b"L"}
+
+
+def test_without_special_tokens_documents_are_simply_concatenated(tmp_path, learned):
+    """A tokenizer without special tokens writes the files' ids one after another, nothing between."""
+    vocab, merges = learned
+    tokenizer = Tokenizer(vocab, merges)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text(DOCS[0], encoding="utf-8")
+    (tmp_path / "in" / "b.txt").write_text(DOCS[1], encoding="utf-8")
+    out = tmp_path / "ids.npy"
+    tokenizer.encode_file(tmp_path / "in", out, num_workers=1, engine="python")
+    assert np.load(out).tolist() == tokenizer.encode(DOCS[0]) + tokenizer.encode(DOCS[1])
+
+
+def test_encode_files_with_its_defaults(tmp_path, learned):
+    """encode_files called with only a tokenizer, units and an output encodes in this process with Python."""
+    from cs336_basics.corpora import sources
+    from cs336_basics.encode.token_arrays import encode_files
+
+    tokenizer = Tokenizer(*learned, [EOT])
+    (tmp_path / "c.txt").write_text(EOT.join(DOCS), encoding="utf-8")
+    units = sources.plan_units(sources.resolve(tmp_path / "c.txt"), piece_size=100, special_tokens=[EOT])
+    out = tmp_path / "ids.npy"
+    assert encode_files(tokenizer, units, out) == len(tokenizer.encode(EOT.join(DOCS)))
+    assert np.load(out).tolist() == tokenizer.encode(EOT.join(DOCS))
