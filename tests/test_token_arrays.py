@@ -163,3 +163,14 @@ def test_encode_files_with_its_defaults(tmp_path, learned):
     out = tmp_path / "ids.npy"
     assert encode_files(tokenizer, units, out) == len(tokenizer.encode(EOT.join(DOCS)))
     assert np.load(out).tolist() == tokenizer.encode(EOT.join(DOCS))
+
+
+def test_a_requested_dtype_holds_ids_up_to_its_maximum_and_must_be_an_integer_type():
+    """A requested dtype is taken when its largest value is the top id; one too small, or not an integer type, is refused."""
+    from cs336_basics.encode.token_arrays import choose_dtype
+
+    assert choose_dtype(65535, "uint16") == np.uint16 and choose_dtype(65535) == np.uint16
+    assert choose_dtype(65536) == np.uint32
+    for requested, top in [("uint16", 65536), ("float64", 10), ("int8", 128)]:
+        with pytest.raises(ValueError, match=f"dtype {requested} cannot hold token id {top}"):
+            choose_dtype(top, requested)
