@@ -237,3 +237,164 @@ def test_pretoken_counts_equal_each_chunk_cut_alone(pattern, texts):
     before = {piece: 1 for piece in list(expected)[::2]}
     added = pretokenize.pretoken_counts(dict(chunk_counts), pretokenizer, into=dict(before))
     assert added == dict(expected + Counter(before))
+
+
+# --- claims, bundles, piece sizes, byte counts and documents, pinned by hand -------------------------
+
+
+def _unit(size: int) -> sources.WorkUnit:
+    return sources.WorkUnit("x.txt", "txt", None, 0, size, size, True)
+
+
+def test_one_process_claims_its_stretch_then_the_last_task_of_the_fullest_stretch():
+    """With 10 tasks in 3 stretches (0-2, 3-5, 6-9), a process alone takes its own in order, then
+    each time the last task left of the stretch with the most left (the first such on a tie)."""
+    claims = multiprocessing.get_context().Array("q", counting._regions(10, 3))
+    assert list(claims) == [0, 3, 3, 6, 6, 10]
+    taken = []
+    while (i := counting._claim(claims, 0)) is not None:
+        taken.append(i)
+    assert taken == [0, 1, 2, 9, 5, 8, 4, 7, 3, 6]
+    claims = multiprocessing.get_context().Array("q", counting._regions(10, 3))
+    assert [counting._claim(claims, 1) for _ in range(4)] == [3, 4, 5, 9]
+
+
+def test_units_are_bundled_into_tasks_of_at_least_the_target():
+    """Consecutive units are grouped until their bytes reach the target; the last group may be smaller."""
+    units = [_unit(s) for s in [5, 1, 5, 1, 2]]
+    tasks = counting.bundle(units, 6)
+    assert [[u.size for u in task] for task in tasks] == [[5, 1], [5, 1], [2]]
+    assert counting.bundle([], 6) == []
+
+
+def test_default_piece_sizes_follow_the_documented_policy():
+    """Local: 8 units per process, at least 1 MiB, at most 1 GiB and the share; others: 4 per worker within [1 MiB, 1 GiB]."""
+    MiB, GiB = 1 << 20, 1 << 30
+    local = [(80_000_001, 1, 10_000_000), (80_000_001, 2, 5_000_000), (4 * MiB, 1, MiB), (512_000, 1, 512_000),
+             (1, 1, 1), (0, 4, 1), (64 * GiB, 2, GiB), (80_000_001, 0, 10_000_000)]
+    for total, workers, expected in local:
+        assert counting.default_piece_size(total, workers, local=True) == expected, (total, workers)
+    other = [(80_000_001, 1, 20_000_000), (80_000_001, 2, 10_000_000), (1, 1, MiB), (6 * MiB, 1, 1572864),
+             (64 * GiB, 1, GiB)]
+    for total, workers, expected in other:
+        assert counting.default_piece_size(total, workers, local=False) == expected, (total, workers)
+
+
+def test_byte_counts_weigh_each_pre_token_s_bytes_by_its_count():
+    """byte_counts gives, per byte value, its occurrences in the corpus the counts describe, as ints,
+    also for more pre-tokens than one batch."""
+    rng = random.Random(5)
+    counts = {i.to_bytes(3, "little"): rng.randrange(1, 1 << 30) for i in range(70_000)}
+    expected = [0] * 256
+    for word, n in counts.items():
+        for byte in word:
+            expected[byte] += n
+    got = counting.byte_counts(counts)
+    assert got == expected and all(type(n) is int for n in got)
+    assert counting.byte_counts({}) == [0] * 256
+
+
+def test_document_batches_gather_about_batch_chars_and_read_mappings():
+    """Documents come in lists reaching `batch_chars` characters; a mapping gives its text field."""
+    docs = ["abc", "d", {"text": "ef"}, "g", "h"]
+    assert list(counting.document_batches(docs, 4)) == [["abc", "d"], ["ef", "g", "h"]]
+    assert list(counting.document_batches([{"content": "x"}, "y"], 10, "content")) == [["x", "y"]]
+    with pytest.raises(ValueError, match=r"document 1 has no 'text' field \(fields: none\)"):
+        list(counting.document_batches(["a", {}], 10))
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "none"])
+def test_count_documents_in_this_process_without_special_tokens_or_with_another_field(pattern):
+    """Documents counted in this process, without special tokens or from another field, give the
+    counts of each document pre-tokenized alone."""
+    docs = ["the cat sat", " on the mat", "the cat", "", "é 12"] * 3
+    source = patterns.regex_string(pattern)
+    expected = Counter(p.encode() for doc in docs for p in (regex.findall(source, doc) if source else [doc] if doc else []))
+    got = counting.count_documents(docs, special_tokens=[], pattern=pattern, num_workers=1, batch_chars=10)
+    assert got == dict(expected)
+    rows = [{"content": doc} for doc in docs]
+    got = counting.count_documents(rows, special_tokens=[EOT], pattern=pattern, num_workers=1, text_field="content")
+    assert got == dict(expected)
+
+
+def test_count_units_adds_up_the_bytes_of_every_unit(tmp_path):
+    """count_units reports the bytes of all its units, and nothing for no units."""
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(EOT.join(["the cat sat on the mat"] * 20).encode())
+    units = sources.plan_units(sources.resolve(path), piece_size=50, special_tokens=[EOT])
+    assert len(units) > 2
+    read: list[int] = []
+    size, counts = counting.count_units(units, 16, read.append)
+    assert size == path.stat().st_size and counts == {"the": 20, " cat": 20, " sat": 20, " on": 20, " the": 20, " mat": 20}
+    assert sum(read) == size and len(read) > len(units)
+    assert counting.count_units([]) == (0, {})
+
+
+@pytest.mark.parametrize("executor", [None, "threads"])
+def test_count_pretokens_reports_growing_progress_up_to_the_corpus_size(tmp_path, executor):
+    """In this process alone or on an executor, progress never goes back and ends at the corpus's bytes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "corpus.txt"
+    docs = ["the cat sat, " * 5] * 30
+    path.write_bytes(EOT.join(docs).encode())
+    size = path.stat().st_size
+    units = sources.plan_units(sources.resolve(path), piece_size=100, special_tokens=[EOT])
+    seen: list[int] = []
+    pool = ThreadPoolExecutor(2) if executor else None
+    try:
+        counts = counting.count_pretokens(units, num_workers=1, executor=pool, task_size=200, on_progress=seen.append)
+    finally:
+        if pool:
+            pool.shutdown()
+    assert counts == {k.encode(): v for k, v in Counter(p for d in docs for p in regex.findall(patterns.GPT2, d)).items()}
+    assert len(seen) > 3 and seen == sorted(seen) and seen[-1] == size
+
+
+def test_the_chunk_limit_doubles_only_when_fewer_than_half_the_chunks_were_seen_once():
+    """Past the limit, the limit doubles when fewer than half the distinct chunks were seen once."""
+    gpt2 = patterns.get("gpt2")
+    counts = counting._Counts(gpt2, limit=4)
+    counts.add(" a b c a b c d e", None)  # 5 chunks, 2 seen once
+    assert counts.limit == 8
+    counts = counting._Counts(gpt2, limit=3)
+    counts.add(" a b a b c d", None)  # 4 chunks, 2 seen once: half, not fewer
+    assert counts.limit == 3
+    assert counts.total() == {" a": 2, " b": 2, " c": 1, " d": 1}
+
+
+def test_an_empty_table_packs_into_no_bytes():
+    """pack_counts of no pre-tokens is empty, and adds nothing."""
+    keys, numbers = counting.pack_counts({})
+    assert keys == b"" and len(numbers) == 0
+    total = {b"a": 1}
+    counting.add_packed(total, (keys, numbers))
+    assert total == {b"a": 1}
+
+
+def test_count_documents_reads_the_text_field_by_default():
+    """Mappings of documents are read from their "text" field unless told otherwise."""
+    got = counting.count_documents([{"text": "a b"}, "a"], special_tokens=[EOT], pattern="gpt2", num_workers=1)
+    assert got == {b"a": 2, b" b": 1}
+
+
+def test_a_bad_record_read_by_local_workers_is_the_caller_s_error(tmp_path):
+    """A bad record found while local processes count is raised to the caller as the reader's ValueError."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(b'{"text": "doc %d"}\n' % i for i in range(40)) + b'{"id": 1}\n')
+    units = sources.plan_units(sources.resolve(path), piece_size=100, special_tokens=[EOT])
+    with pytest.raises(ValueError, match=r"bad\.jsonl: line 41: no 'text' field"):
+        counting.count_pretokens(units, num_workers=2, task_size=100)
+
+
+def test_a_worker_error_of_another_kind_arrives_as_a_runtime_error():
+    """An error a worker sends whose kind the parent does not rebuild is raised as RuntimeError with its message."""
+    import queue
+
+    results: queue.Queue = queue.Queue()
+    results.put(("error", "KeyError", "'x' went missing"))
+    with pytest.raises(RuntimeError, match="'x' went missing"):
+        counting._get(results, [])
+    results.put(("error", "TypeError", "not text"))
+    with pytest.raises(TypeError, match="not text"):
+        counting._get(results, [])

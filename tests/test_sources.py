@@ -442,3 +442,320 @@ def test_txt_blocks_are_cut_only_where_the_pattern_allows(tmp_path, name, patter
         for piece in regex.findall(source, doc) if source else [doc]:
             expected[piece] = expected.get(piece, 0) + 1
     assert counts == expected
+
+
+# --- work units in detail: descriptions, refusals, planning, progress, block cuts ------------------
+
+
+def _read_all(units, block_size=sources.BLOCK_SIZE):
+    """Every (consumed, text, starts_document) triple of each unit, one list per unit."""
+    return [list(sources.read_unit(unit, block_size=block_size)) for unit in units]
+
+
+def _random_words(seed: int, n: int) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(["the", "cat", "sat", "über", "42", "!!", "a"]) + rng.choice([" ", "\n", "  ", ", "])
+                   for _ in range(n))
+
+
+def test_describe_names_one_input_or_the_first_and_how_many_more(tmp_path):
+    """describe() gives a path as it is, a list of one as its item, a longer list as 'first and N more'."""
+    assert sources.describe("a.txt") == "a.txt"
+    assert sources.describe(tmp_path / "b.txt") == str(tmp_path / "b.txt")
+    assert sources.describe(["only.txt"]) == "only.txt"
+    assert sources.describe(["a.txt", tmp_path, "c.txt"]) == "a.txt and 2 more"
+    assert sources.describe(("a.txt", "b.txt")) == "a.txt and 1 more"
+
+
+def test_refuse_output_among_inputs_with_a_url_folder_a_relative_folder_and_repeated_inputs(tmp_path, monkeypatch):
+    """A URL folder written with a trailing slash, a relative folder, and an input listed twice
+    before the one the output would replace are all still refused."""
+    with pytest.raises(ValueError, match="holds the input"):
+        sources.refuse_output_among_inputs("memory://bucket/", ["memory://bucket/a.txt"])
+    with pytest.raises(ValueError, match="holds the input"):
+        sources.refuse_output_among_inputs(os.sep, [str(tmp_path / "a.txt")])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "a.txt").write_text("x")
+    with pytest.raises(ValueError, match="holds the input"):
+        sources.refuse_output_among_inputs("out", [os.path.join("out", "a.txt")])
+    (tmp_path / "b.txt").write_text("y")
+    with pytest.raises(ValueError, match="is the input"):
+        sources.refuse_output_among_inputs("b.txt", [os.path.join("out", "a.txt"), os.path.join("out", "a.txt"), "b.txt"])
+
+
+def test_jsonl_units_end_just_after_a_newline_even_past_a_long_line(tmp_path):
+    """JSON lines are planned into units that each end right after a newline (or at the end of the
+    file) and cover it without gaps, also around a blank first line, a line longer than 64 KiB and a
+    last line without a newline."""
+    lines = [b"", *(json.dumps({"text": f"doc {i}"}).encode() for i in range(5)),
+             json.dumps({"text": "x" * 150_000}).encode(), json.dumps({"text": "after"}).encode(),
+             json.dumps({"text": "last"}).encode()]
+    data = b"\n".join(lines)  # no newline after the last line
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(data)
+    ends = {i + 1 for i, byte in enumerate(data) if byte == ord("\n")} | {len(data)}
+    for piece_size in [1, 12, 20, 70_000]:
+        units = sources.plan_units(sources.resolve(path), piece_size=piece_size)
+        assert units[0].start == 0 and units[-1].end == len(data)
+        for unit, following in zip(units, units[1:]):
+            assert following.start == unit.end
+        for unit in units:
+            # The first newline at or after start + piece_size - 1 ends the unit.
+            assert unit.end == min([e for e in ends if e >= unit.start + piece_size] or [len(data)]), (piece_size, unit)
+        read = [text for records in _read_all(units) for _, text, starts in records if starts]
+        assert read == ["doc 0", "doc 1", "doc 2", "doc 3", "doc 4", "x" * 150_000, "after", "last"]
+
+
+def test_parquet_units_are_runs_of_row_groups_of_at_least_the_piece_size(tmp_path):
+    """Parquet row groups are gathered into units until they reach `piece_size` bytes of row
+    groups (the last takes the rest), and the units' sizes add up to the file's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "same.parquet"
+    pq.write_table(pa.table({"text": ["the same row"] * 56}), path, row_group_size=7)  # 8 equal row groups
+    meta = pq.ParquetFile(path).metadata
+    group = sum(meta.row_group(0).column(j).total_compressed_size for j in range(meta.num_columns))
+    for piece_size in [group + 1, 2 * group]:
+        units = sources.plan_units(sources.resolve(path), piece_size=piece_size)
+        assert [(u.start, u.end) for u in units] == [(0, 2), (2, 4), (4, 6), (6, 8)]
+        assert sum(u.size for u in units) == path.stat().st_size
+    units = sources.plan_units(sources.resolve(path), piece_size=group)
+    assert [(u.start, u.end) for u in units] == [(i, i + 1) for i in range(8)]
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+@pytest.mark.parametrize("block_size", [64, 1 << 20])
+def test_the_bytes_a_unit_reports_add_up_to_its_size_and_never_go_back(tmp_path, name, block_size):
+    """Reading each unit reports bytes consumed that are never negative and add up to the unit's
+    size, and the records or text read are the corpus's."""
+    WRITERS[name](tmp_path / name, DOCS)
+    units = sources.plan_units(sources.resolve(tmp_path / name), piece_size=300, special_tokens=[EOT])
+    read = _read_all(units, block_size)
+    for unit, triples in zip(units, read):
+        assert all(consumed >= 0 for consumed, _, _ in triples)
+        assert sum(consumed for consumed, _, _ in triples) == unit.size
+    assert sum(u.size for u in units) == (tmp_path / name).stat().st_size
+    if name.startswith("corpus.txt"):
+        assert "".join(text for triples in read for _, text, _ in triples) == TEXT
+        assert not any(starts for triples in read for _, _, starts in triples)
+    else:
+        assert [text for triples in read for _, text, starts in triples if starts] == DOCS
+
+
+def test_a_parquet_unit_without_rows_still_reports_its_bytes(tmp_path):
+    """A Parquet row group with no rows makes a unit whose bytes are still reported once read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "e.parquet"
+    with pq.ParquetWriter(path, pa.schema([("text", pa.string())])) as writer:
+        writer.write_table(pa.table({"text": pa.array([], pa.string())}))
+        writer.write_table(pa.table({"text": ["a", "b"]}))
+    units = sources.plan_units(sources.resolve(path), piece_size=1)
+    read = _read_all(units)
+    assert [sum(consumed for consumed, _, _ in triples) for triples in read] == [u.size for u in units]
+    assert [text for triples in read for _, text, starts in triples if starts] == ["a", "b"]
+
+
+def test_parquet_progress_is_proportional_to_the_rows_read(tmp_path):
+    """A Parquet unit reports, after each batch of rows, its size times the share of its rows read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"text": ["row"] * 40_000}), path, row_group_size=5_000)  # batches of 8192 rows
+    meta = pq.ParquetFile(path).metadata
+    group = sum(meta.row_group(0).column(j).total_compressed_size for j in range(meta.num_columns))
+    units = sources.plan_units(sources.resolve(path), piece_size=2 * group)
+    assert [(u.start, u.end) for u in units] == [(0, 2), (2, 4), (4, 6), (6, 8)]
+    for unit in units:
+        rows = done = 0
+        for consumed, _, starts in sources.read_unit(unit):
+            rows += starts
+            done += consumed
+            if not starts:
+                assert done == unit.size * rows // 10_000
+        assert rows == 10_000 and done == unit.size
+
+
+@pytest.mark.parametrize("name", ["big.txt.gz", "big.jsonl.gz", "big.txt.zst"])
+def test_a_compressed_file_is_read_and_reported_a_block_at_a_time(tmp_path, name):
+    """A compressed file much larger than the block comes in many blocks, whose reported bytes grow
+    as the compressed file is read rather than all at once at the start or the end."""
+    docs = [_random_words(seed, 2_000) for seed in range(20)]
+    WRITERS[name.replace("big", "corpus")](tmp_path / name, docs)
+    (unit,) = sources.plan_units(sources.resolve(tmp_path / name), piece_size=1 << 30)
+    triples = list(sources.read_unit(unit, block_size=4096))
+    consumed = [n for n, _, _ in triples if n]
+    assert len(consumed) >= 2 and consumed[0] < unit.size
+    assert sum(consumed) == unit.size
+
+
+@pytest.mark.parametrize("specials", [[], [EOT], [EOT, "<a b>"]])
+@pytest.mark.parametrize("name", ["corpus.txt", "corpus.txt.gz"])
+@pytest.mark.parametrize("block_size", [16, 100, 400])
+def test_txt_blocks_keep_every_pre_token_and_special_token_whole(tmp_path, specials, name, block_size):
+    """Text blocks of a .txt, plain or compressed, are cut only where the pattern allows and never
+    inside a special token, and several come from a text longer than the block."""
+    import regex
+
+    from cs336_basics.text import patterns
+
+    docs = [_random_words(seed, 150).replace("cat ", "<a b> ") for seed in range(4)]
+    docs[0] = "abcdefghijklm<a b> " + docs[0]  # the first block of 16 bytes ends inside "<a b>"
+    text = EOT.join(docs)
+    WRITERS[name](tmp_path / name, docs)
+    units = sources.plan_units(sources.resolve(tmp_path / name), piece_size=1 << 30, special_tokens=specials)
+    blocks = [text for triples in _read_all(units, block_size) for _, text, _ in triples if text]
+    assert "".join(blocks) == text and len(blocks) > 3
+    if name == "corpus.txt":  # planned in units of about the block size, too
+        units = sources.plan_units(sources.resolve(tmp_path / name), piece_size=block_size, special_tokens=specials)
+        assert len(units) > 3
+        blocks += [text for triples in _read_all(units) for _, text, _ in triples if text]
+    source = patterns.regex_string("gpt2")
+
+    def pieces(t):
+        parts = regex.split("|".join(map(regex.escape, specials)), t) if specials else [t]
+        return [p for part in parts for p in regex.findall(source, part)] + ["special"] * (len(parts) - 1)
+
+    assert sorted(p for block in blocks for p in pieces(block)) == sorted(pieces(text) * (1 + (name == "corpus.txt")))
+
+
+def test_damage_in_a_compressed_file_names_how_much_text_was_read(tmp_path):
+    """The error for a cut-short gzip file gives the decompressed bytes handed on before the damage:
+    all the whole blocks that could be decompressed."""
+    import zlib
+
+    text = _random_words(3, 20_000).encode()
+    packed = gzip.compress(text)
+    cut = packed[: len(packed) // 2]
+    (tmp_path / "cut.txt.gz").write_bytes(cut)
+    recoverable = len(zlib.decompressobj(31).decompress(cut))
+    (unit,) = sources.plan_units(sources.resolve(tmp_path / "cut.txt.gz"), piece_size=1)
+    with pytest.raises(ValueError, match=r"damaged gzip data after ([\d,]+) bytes") as error:
+        for _ in sources.read_unit(unit, block_size=1000):
+            pass
+    done = int(error.value.args[0].split(" after ")[1].split(" ")[0].replace(",", ""))
+    assert recoverable - 1000 < done <= recoverable and done % 1000 == 0
+
+
+
+def test_bad_utf8_far_into_compressed_text_names_its_offset(tmp_path):
+    """Invalid UTF-8 after many blocks of compressed text is named by its offset in the whole text."""
+    good = _random_words(4, 2_000).encode()
+    path = tmp_path / "bad.txt.gz"
+    path.write_bytes(gzip.compress(good + b"\xff oops"))
+    (unit,) = sources.plan_units(sources.resolve(path), piece_size=1)
+    with pytest.raises(ValueError, match=rf"not valid UTF-8 at byte offset {len(good)} of the decompressed text"):
+        for _ in sources.read_unit(unit, block_size=64):
+            pass
+
+
+@pytest.mark.parametrize("name", ["bad.jsonl", "bad.jsonl.gz"])
+def test_a_bad_record_is_named_by_its_line_far_into_the_file(tmp_path, name):
+    """A bad record after a blank first line and many short records, read in small blocks, is named
+    by its own line number."""
+    lines = [b""] + [b'{"text": "%d"}' % i for i in range(60)] + [b"7"] + [b'{"text": "z"}'] * 30
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    (unit,) = sources.plan_units(sources.resolve(path), piece_size=1 << 20)
+    for block_size in [50, 1 << 20]:
+        with pytest.raises(ValueError, match=f"{name}: line 62: expected a JSON object"):
+            _read_all([unit], block_size=block_size)
+    if not name.endswith(".gz"):  # a bad record right after a blank first line
+        path.write_bytes(b"\n7\n")
+        (unit,) = sources.plan_units(sources.resolve(path), piece_size=1 << 20)
+        with pytest.raises(ValueError, match=f"{name}: line 2: expected a JSON object"):
+            _read_all([unit])
+
+
+def test_a_record_without_the_text_field_lists_the_fields_it_has(tmp_path):
+    """A JSON line without the text field is named with the fields it has, or 'none'."""
+    path = tmp_path / "f.jsonl"
+    for line, fields in [(b"{}", "none"), (b'{"id": 1, "content": "x"}', "id, content")]:
+        path.write_bytes(line + b"\n")
+        with pytest.raises(ValueError, match=rf"line 1: no 'text' field \(fields: {fields}\)"):
+            _read_all(sources.plan_units(sources.resolve(path), piece_size=1 << 20))
+
+
+@pytest.mark.parametrize("kind", ["large_string", "string_view"])
+def test_parquet_text_columns_of_every_string_type_are_read(tmp_path, kind):
+    """A Parquet text column of large strings or string views is read like one of strings."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"text": pa.array(["one", "two"], getattr(pa, kind)())}), path)
+    units = sources.plan_units(sources.resolve(path), piece_size=1)
+    assert [text for triples in _read_all(units) for _, text, starts in triples if starts] == ["one", "two"]
+
+
+def test_resolving_urls_like_local_paths(tmp_path):
+    """A URL names one file (its format from its name, a file named explicitly being text), a folder
+    (hidden entries skipped) or a glob; one that names nothing is the same error as a local path's."""
+    import errno
+
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for name, data in [("a.jsonl.gz", gzip.compress(b'{"text": "a"}\n')), ("corpus.en", b"text"),
+                       ("data[1].txt", b"one"), ("b/2.txt", b"two"), (".cache/old.txt", b"hidden"),
+                       ("b/.hidden.txt", b"hidden"), ("docs/notes.md", b"not a corpus")]:
+        fs.pipe(f"/urls/{name}", data)
+    url = "memory://urls"
+    assert sources.resolve(f"{url}/a.jsonl.gz") == [sources.Source(f"{url}/a.jsonl.gz", "jsonl", "gzip", fs.size("/urls/a.jsonl.gz"))]
+    assert sources.resolve(f"{url}/corpus.en") == [sources.Source(f"{url}/corpus.en", "txt", None, 4)]
+    assert sources.resolve(f"{url}/data[1].txt") == [sources.Source(f"{url}/data[1].txt", "txt", None, 3)]
+    found = [s.path for s in sources.resolve(url)]
+    assert found == [fs.unstrip_protocol(f"/urls/{name}") for name in ["a.jsonl.gz", "b/2.txt", "data[1].txt"]]
+    for spec, kind in [(f"{url}/nothing-*.txt", "glob"), (f"{url}/docs/*.md", "glob"), (f"{url}/docs", "folder")]:
+        with pytest.raises(FileNotFoundError) as error:
+            sources.resolve(spec)
+        assert error.value.errno == errno.ENOENT and error.value.filename == spec
+        assert error.value.strerror.startswith(f"{kind} with no supported files")
+    with pytest.raises(FileNotFoundError) as error:
+        sources.resolve(f"{url}/missing.txt")
+    assert (error.value.errno, error.value.strerror, error.value.filename) == (
+        errno.ENOENT, "No such file or directory", f"{url}/missing.txt")
+    with pytest.raises(ValueError, match="nosuchscheme://x/a.txt: Protocol not known"):
+        sources.resolve("nosuchscheme://x/a.txt")
+
+
+def test_resolving_local_files_named_with_glob_characters_or_missing(tmp_path):
+    """A local file whose name holds glob characters is that file; a missing one is the OS error;
+    a folder with no supported file says so."""
+    import errno
+
+    (tmp_path / "data[1].txt").write_text("one")
+    (tmp_path / "data1.txt").write_text("other")
+    assert [s.path for s in sources.resolve(str(tmp_path / "data[1].txt"))] == [str(tmp_path / "data[1].txt")]
+    with pytest.raises(FileNotFoundError) as error:
+        sources.resolve(str(tmp_path / "missing.txt"))
+    assert error.value.strerror == "No such file or directory"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("x")
+    with pytest.raises(FileNotFoundError) as error:
+        sources.resolve(tmp_path / "docs")
+    assert error.value.errno == errno.ENOENT and error.value.filename == str(tmp_path / "docs")
+    assert error.value.strerror.startswith("folder with no supported files")
+
+
+def test_planning_empty_and_compressed_files_and_an_empty_text_field(tmp_path):
+    """An empty .txt is one empty document (refused if it grows before it is read), an empty .jsonl
+    has none, a compressed file is one unit of all its bytes, and an empty text field is refused."""
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "c.txt.gz").write_bytes(gzip.compress(b"some text"))
+    size = (tmp_path / "c.txt.gz").stat().st_size
+    units = sources.plan_units(sources.resolve(tmp_path), piece_size=1, special_tokens=[EOT])
+    assert [(os.path.basename(u.path), u.start, u.end, u.size, u.new_document) for u in units] == [
+        ("c.txt.gz", 0, size, size, True), ("empty.txt", 0, 0, 0, True)]
+    assert list(sources.read_unit(units[1])) == []
+    (tmp_path / "empty.txt").write_bytes(b"grown")
+    with pytest.raises(ValueError, match="changed"):
+        list(sources.read_unit(units[1]))
+    with pytest.raises(ValueError, match="text_field"):
+        sources.plan_units(sources.resolve(tmp_path / "c.txt.gz"), piece_size=1, text_field="")

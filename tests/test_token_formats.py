@@ -163,3 +163,99 @@ def test_readers_name_the_file_that_does_not_fit_the_layout(tmp_path):
     with pytest.raises(ValueError, match=r"l_000000\.bin: .*3 tokens"):
         llmc.read(tmp_path / "l")
     assert llmc.prefix_of(path) == str(tmp_path / "l") and llmc.prefix_of(tmp_path / "x.bin") is None
+
+
+# --- tiktoken rank files (cs336_basics/formats/tiktoken.py) ------------------------------------------
+
+
+def _byte_ranks() -> dict[bytes, int]:
+    return {bytes([b]): b for b in range(256)}
+
+
+def _rank_line(token: bytes, rank: int) -> bytes:
+    import base64
+
+    return base64.b64encode(token) + b" %d\n" % rank
+
+
+def test_rank_files_are_read_line_by_line_past_blank_lines_and_refused_where_malformed():
+    """parse_ranks reads every line (blank ones skipped), and names the line of a malformed one:
+    fields not split by one space, a third field, base64 with other characters, a repeated rank."""
+    from cs336_basics.formats.tiktoken import parse_ranks
+
+    good = _rank_line(b"a", 0) + b"\n" + _rank_line(b"b", 1) + _rank_line(b"ab", 2)
+    assert parse_ranks(good) == {b"a": 0, b"b": 1, b"ab": 2}
+    for bad, message in [(b"YQ==\t3\n", "line 3 must be 'base64-token rank'"),
+                         (b"YQ==  3\n", "line 3 must be 'base64-token rank'"),
+                         (b"Yw== 3 4\n", "line 3 must be 'base64-token rank'"),
+                         (b"Yw=!= 3\n", "line 3 has invalid base64"),
+                         (b"Yw== 1\n", r"line 3 repeats rank 1 \(line 2\)")]:
+        with pytest.raises(ValueError, match=f"^f.tiktoken: {message}"):
+            parse_ranks(_rank_line(b"a", 0) + _rank_line(b"b", 1) + bad, source="f.tiktoken")
+
+
+def test_load_ranks_reads_gzip_and_checks_the_hash(tmp_path):
+    """load_ranks decompresses a .gz rank file, accepts the right sha256 of its contents and refuses
+    another, and names a cut-short gzip file."""
+    import gzip
+    import hashlib
+
+    from cs336_basics.formats.tiktoken import load_ranks
+
+    data = _rank_line(b"a", 0) + _rank_line(b"b", 1)
+    (tmp_path / "r.tiktoken.gz").write_bytes(gzip.compress(data))
+    digest = hashlib.sha256(data).hexdigest()
+    assert load_ranks(tmp_path / "r.tiktoken.gz", expected_sha256=digest) == {b"a": 0, b"b": 1}
+    with pytest.raises(ValueError, match=f"sha256 is {digest}, expected {'0' * 64}"):
+        load_ranks(tmp_path / "r.tiktoken.gz", expected_sha256="0" * 64)
+    (tmp_path / "cut.tiktoken.gz").write_bytes(gzip.compress(data)[:-6])
+    with pytest.raises(ValueError, match=r"cut\.tiktoken\.gz: not a complete gzip file"):
+        load_ranks(tmp_path / "cut.tiktoken.gz")
+
+
+def test_recover_merges_checks_the_bytes_and_the_largest_rank_and_names_what_cannot_be_recovered():
+    """recover_merges names the first missing byte, takes ranks up to the largest id and no more,
+    and shows the parts (at most 8) that BPE leaves of a token it cannot recover."""
+    from cs336_basics.formats.gpt2 import MAX_TOKEN_ID
+    from cs336_basics.formats.tiktoken import recover_merges
+
+    ranks = _byte_ranks()
+    del ranks[b"c"], ranks[b"z"]
+    with pytest.raises(ValueError, match=r"^r: no token for the single byte b'c' \(2 bytes missing\)"):
+        recover_merges(ranks, source="r")
+    assert recover_merges({**_byte_ranks(), b"ab": MAX_TOKEN_ID}) == [(b"a", b"b")]
+    with pytest.raises(ValueError, match=f"rank {MAX_TOKEN_ID + 1} is above the largest id we hold"):
+        recover_merges({**_byte_ranks(), b"ab": MAX_TOKEN_ID + 1})
+    with pytest.raises(ValueError, match=r"token b'abc' \(rank 256\) cannot be recovered as a merge: BPE with the "
+                                         r"lower ranks leaves 3 parts \(b'a' \+ b'b' \+ b'c'\), so"):
+        recover_merges({**_byte_ranks(), b"abc": 256})
+    shown = " + ".join(repr(bytes([b])) for b in b"abcdefgh") + " + ..."
+    with pytest.raises(ValueError, match=f"leaves 9 parts \\({regex_escape(shown)}\\)"):
+        recover_merges({**_byte_ranks(), b"abcdefghi": 256})
+    with pytest.raises(ValueError, match=r"leaves 8 parts \(b'a' \+ b'b' \+ b'c' \+ b'd' \+ b'e' \+ b'f' \+ b'g' \+ b'h'\)"):
+        recover_merges({**_byte_ranks(), b"abcdefgh": 256})
+
+
+def regex_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_vocab_and_ranks_convert_with_special_tokens_and_refuse_what_tiktoken_cannot_hold():
+    """vocab_from_ranks adds special tokens at their ids; ranks_from_vocab refuses a two-byte token no
+    merge makes, names the first merge out of id order, and names a missing byte."""
+    from cs336_basics.formats.tiktoken import ranks_from_vocab, vocab_from_ranks
+
+    ranks = {**_byte_ranks(), b"ab": 256}
+    vocab = vocab_from_ranks(ranks, {"<|end|>": 257})
+    assert vocab[257] == b"<|end|>" and vocab[256] == b"ab" and len(vocab) == 258
+    assert ranks_from_vocab(vocab, [(b"a", b"b")], ["<|end|>"]) == ranks
+    with pytest.raises(ValueError, match=r"token b'ab' \(id 256\) is made by no merge"):
+        ranks_from_vocab(vocab, [], ["<|end|>"])
+    vocab = {**{b: bytes([b]) for b in range(256)}, 256: b"cd", 257: b"ab"}
+    with pytest.raises(ValueError, match=r"merge 1, b'a' \+ b'b', makes id 257"):
+        ranks_from_vocab(vocab, [(b"a", b"b"), (b"c", b"d")], [])
+    vocab = {**{b: bytes([b]) for b in range(1, 256)}, 256: b"ab"}
+    with pytest.raises(ValueError, match=r"the ids cannot be tiktoken ranks: vocabulary: no token for the single byte b'\\x00'"):
+        ranks_from_vocab(vocab, [(b"a", b"b")], [])
