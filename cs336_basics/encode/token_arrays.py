@@ -207,17 +207,24 @@ def _encode_unit_tiktoken(tokenizer, unit: sources.WorkUnit, dtype: str, engine:
     return consumed, documents > 0, data
 
 
-def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str,
-                           engine: "engines.Choice | None" = None):
+def _in_worker(encode: Callable, key: str, state: tuple | None, work, dtype: str, engine: "engines.Choice | None"):
+    """`encode(tokenizer, work, dtype, engine)` in a worker: with the tokenizer rebuilt from `state`
+    when given (any executor), else the local workers' one found by `key`, which takes in what the
+    other local workers computed before and shares what it computed after (the Python engine)."""
     if state is not None:
-        return encode_unit(_tokenizer_for(key, state), unit, dtype, engine)
+        return encode(_tokenizer_for(key, state), work, dtype, engine)
     tokenizer = _worker_tokenizers[key]
     if _shared is None or engine is not None and engine.engine == "tiktoken":
-        return encode_unit(tokenizer, unit, dtype, engine)
+        return encode(tokenizer, work, dtype, engine)
     _shared.absorb(tokenizer._cache)
-    result = encode_unit(tokenizer, unit, dtype)
+    result = encode(tokenizer, work, dtype, engine)
     _shared.publish(tokenizer._cache)
     return result
+
+
+def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str,
+                           engine: "engines.Choice | None" = None):
+    return _in_worker(encode_unit, key, state, unit, dtype, engine)
 
 
 def encode_documents(tokenizer, documents: Sequence[str], dtype: str, engine: "engines.Choice | None" = None) -> bytes:
@@ -236,16 +243,8 @@ def encode_documents(tokenizer, documents: Sequence[str], dtype: str, engine: "e
 
 def _encode_documents_in_worker(key: str, state: tuple | None, documents: list[str], dtype: str,
                                 engine: "engines.Choice | None" = None) -> bytes:
-    """`encode_documents` in a worker, which finds the tokenizer as `_encode_unit_in_worker` does."""
-    if state is not None:
-        return encode_documents(_tokenizer_for(key, state), documents, dtype, engine)
-    tokenizer = _worker_tokenizers[key]
-    if _shared is None or engine is not None and engine.engine == "tiktoken":
-        return encode_documents(tokenizer, documents, dtype, engine)
-    _shared.absorb(tokenizer._cache)
-    result = encode_documents(tokenizer, documents, dtype)
-    _shared.publish(tokenizer._cache)
-    return result
+    """`encode_documents` in a worker (see `_in_worker`)."""
+    return _in_worker(encode_documents, key, state, documents, dtype, engine)
 
 
 def _light(engine: "engines.Choice") -> "engines.Choice":
