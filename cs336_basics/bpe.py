@@ -234,13 +234,15 @@ def _can_take_from(later: list[str], first: list[str]) -> bool:
     """Whether an occurrence of a token of `later` (matched in the second round) can start before,
     or where, an occurrence of a token of `first` (the first round) that it overlaps: it holds one,
     or a proper suffix of it is a proper prefix of one. Only then can matching all the tokens in one
-    round (leftmost, then longest) differ from matching `first`, then `later` between them."""
+    round (leftmost, then longest) differ from matching `first`, then `later` between them. (A
+    token is not counted as holding itself: given one list twice, this says whether any two of its
+    tokens overlap.)"""
     if not first or not later:
         return False
     suffixes = {token[i:] for token in later for i in range(1, len(token))}
     if any(token[:i] in suffixes for token in first for i in range(1, len(token))):
         return True
-    return any(a in b for a in first for b in later)
+    return any(a in b for a in first for b in later if a != b)
 
 
 def _cut_before_normalized(normalized: list[str], tokens: list[str]) -> list[str]:
@@ -249,10 +251,7 @@ def _cut_before_normalized(normalized: list[str], tokens: list[str]) -> list[str
     composes with, or is reordered around, the one before it, so the text before the cut normalizes
     alone, and the token itself is unchanged), when no added token overlaps another (holds one, or
     has a proper suffix that is a proper prefix of one), so no match can span the cut."""
-    suffixes = {t[i:] for t in tokens for i in range(1, len(t))}
-    if any(t[:i] in suffixes for t in tokens for i in range(1, len(t))):
-        return []
-    if any(a != b and a in b for a in tokens for b in tokens):
+    if _can_take_from(tokens, tokens):
         return []
     return [t for t in normalized if t[0].isascii()]
 
