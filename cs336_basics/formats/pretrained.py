@@ -25,14 +25,13 @@ that we know (`KNOWN_RANK_FILES`, by the sha256 of their contents) bring theirs:
 `pattern` or `special_tokens`, such a file gets its model's, and the ids its model was trained on.
 """
 
-import gzip
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cs336_basics.formats import gpt2, hf, staged
-from cs336_basics.formats.tiktoken import load_ranks, ranks_from_vocab, recover_merges, vocab_from_ranks
+from cs336_basics.formats.tiktoken import load_ranks, ranks_from_vocab, read_rank_file, recover_merges, vocab_from_ranks
 from cs336_basics.text import patterns, pipelines
 
 
@@ -114,10 +113,8 @@ def known_rank_file(path: "str | os.PathLike") -> KnownRanks | None:
     """The open model whose rank file `path` is (by the sha256 of its contents, ungzipped for a
     `.gz`), or None for any other file (or one that cannot be read)."""
     try:
-        raw = Path(path).read_bytes()
-        if str(path).endswith(".gz"):
-            raw = gzip.decompress(raw)
-    except (OSError, EOFError):
+        raw = read_rank_file(path)
+    except (OSError, ValueError):
         return None  # reading it for real says what is wrong
     return KNOWN_RANK_FILES.get(hashlib.sha256(raw).hexdigest())
 

@@ -62,17 +62,24 @@ def parse_ranks(data: bytes, *, source: str = "rank file") -> dict[bytes, int]:
     return ranks
 
 
-def load_ranks(path: str | os.PathLike, *, expected_sha256: str | None = None) -> dict[bytes, int]:
-    """Read a `.tiktoken` rank file (gzip-compressed if its name ends in `.gz`).
-
-    With `expected_sha256`, the (uncompressed) contents must have that hash, as tiktoken checks.
-    """
+def read_rank_file(path: str | os.PathLike) -> bytes:
+    """The contents of a `.tiktoken` file, uncompressed if its name ends in `.gz` (ValueError for
+    a damaged gzip file, OSError for one that cannot be read)."""
     raw = Path(path).read_bytes()
     if str(path).endswith(".gz"):
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as e:
             raise ValueError(f"{path}: not a complete gzip file ({e})") from None
+    return raw
+
+
+def load_ranks(path: str | os.PathLike, *, expected_sha256: str | None = None) -> dict[bytes, int]:
+    """Read a `.tiktoken` rank file (gzip-compressed if its name ends in `.gz`).
+
+    With `expected_sha256`, the (uncompressed) contents must have that hash, as tiktoken checks.
+    """
+    raw = read_rank_file(path)
     if expected_sha256 is not None:
         digest = hashlib.sha256(raw).hexdigest()
         if digest != expected_sha256:
