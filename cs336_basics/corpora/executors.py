@@ -33,15 +33,22 @@ def local_executor(num_workers: int, *, initializer=None, initargs=()) -> Proces
 
 
 def stop_now(executor: ProcessPoolExecutor) -> None:
-    """Shut a local executor down without waiting for the tasks that are running."""
-    executor.shutdown(wait=False, cancel_futures=True)
+    """Shut a local executor down without waiting for the tasks that are running: its workers are
+    terminated, and have ended when this returns (so nothing they were writing changes after)."""
     terminate = getattr(executor, "terminate_workers", None)  # Python 3.14+
     if terminate is not None:
         terminate()
         return
-    for process in list((getattr(executor, "_processes", None) or {}).values()):
+    # Taken before `shutdown`, which forgets them (it sets `_processes` to None).
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    manager = getattr(executor, "_executor_manager_thread", None)
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
         process.terminate()
-    executor.shutdown(wait=True)
+    for process in processes:
+        process.join()
+    if manager is not None:
+        manager.join()
 
 
 def executor_width(executor: Executor, default: int) -> int:
