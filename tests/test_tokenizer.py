@@ -255,6 +255,9 @@ with open(path, encoding="utf-8") as f:
     try:
         result = fold(tokenizer.encode_iterable(f) if mode == "iterable" else tokenizer.encode(f.read()))
     except MemoryError:
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        import traceback
+        traceback.print_exc()  # where the memory ran out, for the assertion's message
         sys.exit(3)
     resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 print(*result)
