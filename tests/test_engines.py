@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
 from cs336_basics.encode import engines
+from cs336_basics.text.pretokenize import special_token_regex
+from cs336_basics.text.surrogates import fix_surrogates
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|pad|>"]  # the second holds the first: longest first decides
+APART = [EOT, "<|pad|>"]  # none begins another: tiktoken cuts texts at them itself
 NAMED = ["gpt2", "cl100k", "o200k", "none"]
 EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 0)) or 60
 FIXTURES = ["english.txt", "german.txt", "chinese.txt", "code.txt", "emoji_chat.txt"]
@@ -36,6 +39,23 @@ def trained():
 def tokenizers(trained):
     vocab, merges = trained
     return {name: Tokenizer(vocab, merges, SPECIALS, pattern=name) for name in NAMED}
+
+
+@pytest.fixture(scope="module")
+def apart(trained):
+    """The tokenizers with special tokens of which none begins another (tiktoken cuts at them)."""
+    vocab, merges = trained
+    return {name: Tokenizer(vocab, merges, APART, pattern=name) for name in NAMED}
+
+
+@pytest.fixture(scope="module")
+def both(tokenizers, apart):
+    return {(name, whole): (apart if whole else tokenizers)[name] for name in NAMED for whole in (False, True)}
+
+
+def test_tiktoken_cuts_at_special_tokens_only_when_none_begins_another(tokenizers, apart):
+    assert engines.choose(apart["gpt2"], "tiktoken").whole
+    assert not engines.choose(tokenizers["gpt2"], "tiktoken").whole
 
 
 def differing_sample() -> list[str]:
@@ -53,26 +73,35 @@ TEXT_WITH_DIFFERING = st.lists(st.one_of(PIECES, st.sampled_from(differing_sampl
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(TEXT, st.sampled_from(NAMED))
-def test_auto_gives_the_python_engine_s_ids_on_any_text(tokenizers, text, name):
-    tok = tokenizers[name]
-    choice = engines.choose(tok, "auto")
+@given(TEXT, st.sampled_from(NAMED), st.booleans(), st.sampled_from([1, 2]))
+def test_auto_gives_the_python_engine_s_ids_on_any_text(both, text, name, whole, threads):
+    tok = both[name, whole]
+    choice = engines.choose(tok, "auto", threads=threads)
     assert choice.engine == "tiktoken"
     assert engines.encode_text(choice, tok, text).tolist() == tok.encode(text)
+    # Several texts at once (over the threads, each whole), and one text's documents over them.
+    halves = [text[: len(text) // 2], text[len(text) // 2 :]]
+    assert [a.tolist() for a in engines.encode_texts(choice, tok, halves)] == [tok.encode(t) for t in halves]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(TEXT_WITH_DIFFERING, st.sampled_from(NAMED))
-def test_characters_whose_class_differs_go_to_python_under_auto_and_are_refused_under_tiktoken(tokenizers, text, name):
-    tok = tokenizers[name]
+@given(TEXT_WITH_DIFFERING, st.sampled_from(NAMED), st.booleans())
+def test_characters_whose_class_differs_go_to_python_under_auto_and_are_refused_under_tiktoken(both, text, name, whole):
+    tok = both[name, whole]
     assert engines.encode_text(engines.choose(tok, "auto"), tok, text).tolist() == tok.encode(text)
     strict = engines.choose(tok, "tiktoken")
+    differing = engines.differing_characters(name)
     try:
         ids = engines.encode_text(strict, tok, text).tolist()
     except ValueError as e:
         assert "Unicode class differs" in str(e) and "use engine 'auto'" in str(e)
         code = str(e).split("U+")[1].split(" ")[0]
         assert chr(int(code, 16)) in text and chr(int(code, 16)) in engines.differing_characters(name)
+        # The first one in its document is named, with its place.
+        where, c = int(str(e).split("at character ")[1].split(" ")[0]), chr(int(code, 16))
+        documents = special_token_regex(tok.special_tokens).split(fix_surrogates(text))
+        document = next(d for d in documents if d[where : where + 1] == c and not set(d[:where]) & differing)
+        assert document
     else:
         assert ids == tok.encode(text)
         assert not set(text) & engines.differing_characters(name)
@@ -87,10 +116,11 @@ def test_the_differing_characters_are_those_the_tables_disagree_on():
     assert not {"a", "é", "中", " ", "1"} & engines.differing_characters("o200k")
 
 
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("name", NAMED)
 @pytest.mark.parametrize("fixture", FIXTURES)
-def test_fixtures_encode_alike(tokenizers, fixture, name):
-    tok = tokenizers[name]
+def test_fixtures_encode_alike(both, fixture, name, whole):
+    tok = both[name, whole]
     text = (FIXTURES_PATH / fixture).read_text(encoding="utf-8")
     assert engines.encode_text(engines.choose(tok, "tiktoken"), tok, text).tolist() == tok.encode(text)
 
