@@ -27,7 +27,6 @@ documents end there too. (A last batch cut short by the end of the documents wou
 them in a longer run: its sha256 tells.)
 """
 
-import contextlib
 import hashlib
 import os
 from collections import deque
@@ -41,7 +40,7 @@ from cs336_basics.datasets import layout, writer
 from cs336_basics.datasets.store import Store
 from cs336_basics.datasets.writer import WORK, Written
 from cs336_basics.encode import engines, token_arrays
-from cs336_basics.encode.token_arrays import choose_dtype, encode_documents, tokenizer_state
+from cs336_basics.encode.token_arrays import choose_dtype, encode_documents
 
 SOURCE = "iterable"  # the head's `source` for a dataset written from an iterable
 
@@ -242,7 +241,11 @@ def _run(tokenizer, documents, text_field, head, listed, store: Store, dtype: np
             yield i, texts
 
     try:
-        with _workers(tokenizer, tasks(), store, dtype, num_workers, executor, lock_fd, engine) as (results, assemble):
+        def encode_here(i: int, texts: list[str]) -> dict:
+            return writer.write_part(store, i, dtype, True, encode_documents(tokenizer, texts, dtype.str, engine))
+
+        with writer.on_workers(tokenizer, tasks(), _encode_part, encode_here, store, dtype, num_workers, executor,
+                               lock_fd, engine) as (results, assemble):
             pending: deque[tuple[int, tuple[int, int], Future]] = deque()
             parts: list[tuple[int, bool]] = []
             digests: list[bytes] = []
@@ -348,32 +351,3 @@ def _encode_part(key: str, state: tuple | None, documents: list[str], dtype: str
     """In a worker: encode a batch of documents and write its part (see `writer.write_part`)."""
     data = token_arrays._encode_documents_in_worker(key, state, documents, dtype, engine)
     return writer.write_part(Store(directory), index, np.dtype(dtype), True, data)
-
-
-@contextlib.contextmanager
-def _workers(tokenizer, tasks: Iterator[tuple[int, list[str]]], store: Store, dtype: np.dtype, num_workers: int,
-             executor: Executor | None, lock_fd: int | None, engine: "engines.Choice"):
-    """(the parts' records of the batches of `tasks`, in order, read from it a few at a time; a
-    function that submits a shard's assembly and returns its future), as `writer._workers`."""
-    if executor is None and num_workers <= 1:
-        def assemble_here(*args) -> Future:
-            future: Future = Future()
-            future.set_result(writer.assemble_shard(*args))
-            return future
-
-        parts = (writer.write_part(store, i, dtype, True, encode_documents(tokenizer, texts, dtype.str, engine))
-                 for i, texts in tasks)
-        yield parts, assemble_here
-        return
-    with contextlib.ExitStack() as workers:
-        if executor is None:
-            executor, key = workers.enter_context(token_arrays.local_workers(
-                tokenizer, num_workers, engine, None if store.url else store.path(WORK),
-                initializer=writer._init_worker, initargs=(lock_fd,)))
-            args = ((key, None, texts, dtype.str, store.root, i, token_arrays._light(engine)) for i, texts in tasks)
-        else:
-            key, state = tokenizer_state(tokenizer)
-            args = ((key, state, texts, dtype.str, store.root, i, engine) for i, texts in tasks)
-        width = executors.executor_width(executor, num_workers)
-        results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
-        yield results, lambda *args: executor.submit(writer.assemble_shard, *args)

@@ -605,7 +605,12 @@ def _run(tokenizer, units, shards, head, listed, store: Store, dtype, num_worker
     reused = set(entries)
     parts_bytes = sum(units[i].size for i in parts)
 
-    with _workers(tokenizer, units, todo, store, dtype, num_workers, executor, lock_fd, engine) as (results, assemble):
+    def encode_here(i: int, unit: sources.WorkUnit) -> dict:
+        return write_part(store, i, dtype, *encode_unit(tokenizer, unit, dtype.str, engine)[1:])
+
+    work = ((i, units[i]) for i in todo)
+    with on_workers(tokenizer, work, _encode_part, encode_here, store, dtype, num_workers, executor, lock_fd,
+                    engine) as (results, assemble):
         pending: deque[tuple[int, Future]] = deque()
         any_document, last_id = False, None
         done = 0
@@ -649,32 +654,34 @@ def _run(tokenizer, units, shards, head, listed, store: Store, dtype, num_worker
 
 
 @contextlib.contextmanager
-def _workers(tokenizer, units, todo: list[int], store: Store, dtype: np.dtype, num_workers: int,
-             executor: Executor | None, lock_fd: int | None, engine: "engines.Choice"):
-    """(the parts' records of the units `todo`, in order; a function that submits a shard's
-    assembly and returns its future), on this process, local processes or `executor`."""
+def on_workers(tokenizer, work: Iterator[tuple[int, object]], encode_part: Callable, encode_here: Callable,
+               store: Store, dtype: np.dtype, num_workers: int, executor: Executor | None, lock_fd: int | None,
+               engine: "engines.Choice"):
+    """(the parts' records of each `(i, item)` of `work`, in order, a few in flight; a function that
+    submits a shard's assembly and returns its future). In this process with one worker and no
+    executor (a record is `encode_here(i, item)`); else on `num_workers` local processes or on
+    `executor` (a record is `encode_part(key, state, item, dtype, directory, i, engine)`)."""
     if executor is None and num_workers <= 1:
         def assemble_here(*args) -> Future:
             future: Future = Future()
             future.set_result(assemble_shard(*args))
             return future
 
-        parts = (write_part(store, i, dtype, *encode_unit(tokenizer, units[i], dtype.str, engine)[1:]) for i in todo)
-        yield parts, assemble_here
+        yield (encode_here(i, item) for i, item in work), assemble_here
         return
     with contextlib.ExitStack() as workers:
         if executor is None:
             # As `encode_files` does; the local workers' shared cache is local too: beside the
-            # parts, or for a URL in /tmp.
+            # parts, or for a URL in /tmp. They got the tokenizer and the engine when they started.
             executor, key = workers.enter_context(token_arrays.local_workers(
                 tokenizer, num_workers, engine, None if store.url else store.path(WORK),
                 initializer=_init_worker, initargs=(lock_fd,)))
-            args = ((key, None, units[i], dtype.str, store.root, i, token_arrays._light(engine)) for i in todo)
+            state, engine = None, token_arrays._light(engine)
         else:
             key, state = tokenizer_state(tokenizer)
-            args = ((key, state, units[i], dtype.str, store.root, i, engine) for i in todo)
+        args = ((key, state, item, dtype.str, store.root, i, engine) for i, item in work)
         width = executors.executor_width(executor, num_workers)
-        results = executors.run_ordered(executor, _encode_part, args, max_in_flight=2 * width)
+        results = executors.run_ordered(executor, encode_part, args, max_in_flight=2 * width)
         yield results, lambda *args: executor.submit(assemble_shard, *args)
 
 
