@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cs336_basics.formats.staged import StagedFiles
+from cs336_basics.formats.staged import StagedFiles, StagedWriter
 
 MAGIC = 20240520
 VERSION = 1
@@ -38,7 +38,7 @@ def header(tokens: int) -> bytes:
     return values.tobytes()
 
 
-class LlmcWriter:
+class LlmcWriter(StagedWriter):
     """Write ids into llm.c shards of at most `shard_tokens` tokens each, streaming.
 
     >>> with LlmcWriter("out/train", shard_tokens=10**8) as w:
@@ -103,18 +103,6 @@ class LlmcWriter:
             shard_path(self.prefix, stale).unlink()
             stale += 1
         return self.paths
-
-    def abort(self) -> None:
-        self._staged.abort()
-
-    def __enter__(self) -> "LlmcWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def read_shard(path: str | os.PathLike) -> np.ndarray:

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cs336_basics.formats.staged import StagedFiles
+from cs336_basics.formats.staged import StagedFiles, StagedWriter
 
 HEADER = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -72,7 +72,7 @@ def ids_dtype(max_id: int) -> np.dtype:
     raise ValueError(f"token id {max_id} does not fit the Megatron format's widest integer ids (int32)")
 
 
-class MegatronWriter:
+class MegatronWriter(StagedWriter):
     """Write `PREFIX.bin` and `PREFIX.idx`, one sequence per document, streaming.
 
     >>> with MegatronWriter("out/train", np.uint16) as w:
@@ -147,18 +147,6 @@ class MegatronWriter:
         idx.write(pointers.tobytes())
         idx.write(np.arange(len(lengths) + 1, dtype=DOC_INDEX_DTYPE).tobytes())
         self._staged.commit()  # .bin first, then .idx: the reader checks that they agree
-
-    def abort(self) -> None:
-        self._staged.abort()
-
-    def __enter__(self) -> "MegatronWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 class MegatronDataset(NamedTuple):

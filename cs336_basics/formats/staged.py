@@ -19,7 +19,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Self
 
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
@@ -122,6 +122,29 @@ class StagedFiles:
 
     def __exit__(self, *exc) -> None:
         self.abort()
+
+
+class StagedWriter:
+    """A writer whose files wait in `self._staged` (a `StagedFiles`) until its `close()` puts them
+    in place. As a `with` block it closes when the block ends without an error, and aborts otherwise."""
+
+    _staged: StagedFiles
+
+    def close(self) -> object:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Delete what was written: the files that were there before stay as they were."""
+        self._staged.abort()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 def atomic_write_texts(files: dict[str | os.PathLike, str]) -> None:
