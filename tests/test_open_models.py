@@ -614,6 +614,43 @@ def test_a_pipeline_pattern_is_a_canonical_string_that_travels():
         pipelines.make_spec([], [{"regex": "a", "behavior": "Removed", "invert": False}, {"byte_level": False}])
 
 
+
+def test_a_pipeline_spec_is_one_string_whatever_the_order_of_the_keys_given():
+    step = {"string": "é,", "behavior": "MergedWithNext", "invert": True}
+    spec = pipelines.make_spec([], [step, {"byte_level": True}], added={"<b>": (False, False), "<a>": (True, True)})
+    reordered = pipelines.make_spec([], [dict(reversed(step.items())), {"byte_level": True}],
+                                    added={"<a>": (True, True), "<b>": (False, False)})
+    assert spec == reordered
+    # Saved files and dataset manifests hold it: compact JSON, keys sorted, non-ASCII kept as it is.
+    assert spec == pipelines.PREFIX + (
+        '{"added":{"<a>":[true,true],"<b>":[false,false]},"ignore_merges":false,"normalizers":[],"post_processor":null,'
+        '"steps":[{"behavior":"MergedWithNext","invert":true,"string":"é,"},{"byte_level":true}]}'
+    )
+
+
+def test_a_pipeline_keeps_the_flags_of_its_added_tokens_and_takes_merges_by_default():
+    flags = {"<a>": (True, True), "<b>": (False, False), "<c>": (False, True), "<d>": (True, False)}
+    pipeline = pipelines.get(pipelines.make_spec([], [{"byte_level": True}], added=flags))
+    assert not pipeline.ignore_merges
+    assert {token: (pipeline.is_special(token), pipeline.is_normalized(token)) for token in flags} == flags
+    assert pipelines.get(pipelines.make_spec([], [{"byte_level": True}], ignore_merges=True)).ignore_merges
+
+
+def test_a_split_regex_from_a_file_running_past_its_time_limit_is_stopped_naming_it(monkeypatch):
+    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
+    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    text = "some words 12 and more, " * 2000
+    ours = pipelines.get(pipelines.make_spec([], [{"regex": pipelines.BYTE_LEVEL_REGEX, "behavior": "Contiguous",
+                                                   "invert": False}, {"byte_level": True}]))
+    assert "".join(ours.pretokens(text)) == text  # our own regexes run without a limit
+    theirs = pipelines.get(pipelines.make_spec([], [{"regex": r"\p{L}+|\p{N}+|\s+|.", "behavior": "Contiguous",
+                                                     "invert": False}, {"byte_level": True}]))
+    with pytest.raises(patterns.PatternTimeout) as e:
+        theirs.pretokens(text)
+    assert all(w in str(e.value) for w in [r"'\\p{L}+|\\p{N}+|\\s+|.'", "ran for over 0 s", "48,000 characters",
+                                           "'some words", "backtracks"]), str(e.value)
+
+
 # --- Qwen's rank files --------------------------------------------------------------------------------
 
 
