@@ -603,6 +603,16 @@ def test_a_split_regex_matching_empty_text_somewhere_is_refused_where_it_does(ba
         ours.encode("abc")
 
 
+@pytest.mark.parametrize("behavior", pipelines.BEHAVIORS)
+def test_a_split_step_matching_empty_text_somewhere_is_refused_naming_where(behavior):
+    pipeline = pipelines.get(pipelines.make_spec([], [{"regex": r"(?=b)|a", "behavior": behavior, "invert": False},
+                                                      {"byte_level": False}]))
+    assert "".join(pipeline.pretokens("aaa")) == "aaa"
+    with pytest.raises(ValueError, match=r"Split regex '\(\?=b\)\|a' matches the empty string at character 1 of a piece "
+                                         r"starting 'abc'"):
+        pipeline.pretokens("abc")
+
+
 def test_a_pipeline_pattern_is_a_canonical_string_that_travels():
     spec = pipelines.make_spec(["NFC"], [{"regex": r"\p{N}{1,3}", "behavior": "Isolated", "invert": False},
                                         {"byte_level": False}])
