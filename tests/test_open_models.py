@@ -613,6 +613,26 @@ def test_a_split_step_matching_empty_text_somewhere_is_refused_naming_where(beha
         pipeline.pretokens("abc")
 
 
+@pytest.mark.parametrize("step, message", [
+    ("Isolated", "pipeline step must hold a regex or a string: 'Isolated'"),
+    ({"behavior": "Isolated", "invert": False}, "pipeline step must hold a regex or a string"),
+    ({"regex": 5, "behavior": "Isolated", "invert": False}, "Split regex must be a string, got 5"),
+    ({"string": 5, "behavior": "Isolated", "invert": False}, "Split string must be a non-empty string, got 5"),
+    ({"string": "", "behavior": "Isolated", "invert": False}, "Split string must be a non-empty string, got ''"),
+])
+def test_a_malformed_step_in_a_pipeline_spec_is_refused_naming_it(step, message):
+    spec = {"normalizers": [], "steps": [step, {"byte_level": True}], "ignore_merges": False, "added": {},
+            "post_processor": None}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        patterns.get(pipelines.PREFIX + json.dumps(spec))
+
+
+def test_a_pipeline_without_split_steps_keeps_the_normalized_text_as_one_pre_token():
+    pipeline = pipelines.get(pipelines.make_spec(["NFKC"], [{"byte_level": False}]))
+    assert pipeline.pretokens(pipeline.normalize("ﬁne day")) == ["fine day"]
+    assert pipeline.pretokens("") == []
+
+
 def test_a_pipeline_pattern_is_a_canonical_string_that_travels():
     spec = pipelines.make_spec(["NFC"], [{"regex": r"\p{N}{1,3}", "behavior": "Isolated", "invert": False},
                                         {"byte_level": False}])
