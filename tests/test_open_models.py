@@ -613,12 +613,28 @@ def test_a_split_step_matching_empty_text_somewhere_is_refused_naming_where(beha
         pipeline.pretokens("abc")
 
 
+@pytest.mark.parametrize("source", [pipelines.BYTE_LEVEL_REGEX, r"\p{N}{1,3}", r"(a)b|\d+"], ids=["gpt2", "digits", "group"])
+@pytest.mark.parametrize("behavior", pipelines.BEHAVIORS)
+@pytest.mark.parametrize("invert", [False, True])
+def test_one_split_step_cuts_as_tokenizers_does_whatever_its_regex(source, behavior, invert):
+    from tokenizers import Regex, pre_tokenizers
+
+    hf_behavior = re.sub(r"(?<!^)([A-Z])", r"_\1", behavior).lower()
+    split = pre_tokenizers.Split(Regex(source), behavior=hf_behavior, invert=invert)
+    step = {"regex": source, "behavior": behavior, "invert": invert}
+    pipeline = pipelines.get(pipelines.make_spec([], [step, {"byte_level": False}]))
+    for text in ["ab 1234 aab!!\n  x12y", "Hello  world's 2024"]:
+        assert pipeline.pretokens(text) == [piece for piece, _ in split.pre_tokenize_str(text)], text
+
+
 @pytest.mark.parametrize("step, message", [
     ("Isolated", "pipeline step must hold a regex or a string: 'Isolated'"),
     ({"behavior": "Isolated", "invert": False}, "pipeline step must hold a regex or a string"),
     ({"regex": 5, "behavior": "Isolated", "invert": False}, "Split regex must be a string, got 5"),
     ({"string": 5, "behavior": "Isolated", "invert": False}, "Split string must be a non-empty string, got 5"),
     ({"string": "", "behavior": "Isolated", "invert": False}, "Split string must be a non-empty string, got ''"),
+    ({"regex": "(a", "behavior": "Isolated", "invert": False}, "Split regex '(a' is not a valid regex"),
+    ({"regex": "a*", "behavior": "Contiguous", "invert": False}, "Split regex 'a*' matches the empty string"),
 ])
 def test_a_malformed_step_in_a_pipeline_spec_is_refused_naming_it(step, message):
     spec = {"normalizers": [], "steps": [step, {"byte_level": True}], "ignore_merges": False, "added": {},
