@@ -613,7 +613,8 @@ def test_a_split_step_matching_empty_text_somewhere_is_refused_naming_where(beha
         pipeline.pretokens("abc")
 
 
-@pytest.mark.parametrize("source", [pipelines.BYTE_LEVEL_REGEX, r"\p{N}{1,3}", r"(a)b|\d+"], ids=["gpt2", "digits", "group"])
+@pytest.mark.parametrize("source", [pipelines.BYTE_LEVEL_REGEX, r"\p{N}{1,3}", r"(a)b|\d+", r"\p{N}{1,3}+|[a-z]{2}+"],
+                         ids=["gpt2", "digits", "group", "bounded-plus"])
 @pytest.mark.parametrize("behavior", pipelines.BEHAVIORS)
 @pytest.mark.parametrize("invert", [False, True])
 def test_one_split_step_cuts_as_tokenizers_does_whatever_its_regex(source, behavior, invert):
@@ -635,6 +636,7 @@ def test_one_split_step_cuts_as_tokenizers_does_whatever_its_regex(source, behav
     ({"string": "", "behavior": "Isolated", "invert": False}, "Split string must be a non-empty string, got ''"),
     ({"regex": "(a", "behavior": "Isolated", "invert": False}, "Split regex '(a' is not a valid regex"),
     ({"regex": "a*", "behavior": "Contiguous", "invert": False}, "Split regex 'a*' matches the empty string"),
+    ({"regex": "(ab){1,2}+", "behavior": "Isolated", "invert": False}, "pipeline: Split regex repeats a group with {n,m}+"),
 ])
 def test_a_malformed_step_in_a_pipeline_spec_is_refused_naming_it(step, message):
     spec = {"normalizers": [], "steps": [step, {"byte_level": True}], "ignore_merges": False, "added": {},
