@@ -628,6 +628,57 @@ def test_one_split_step_cuts_as_tokenizers_does_whatever_its_regex(source, behav
         assert pipeline.pretokens(text) == [piece for piece, _ in split.pre_tokenize_str(text)], text
 
 
+GOOD_SPEC = {"normalizers": [], "steps": [{"byte_level": True}], "ignore_merges": False, "added": {}, "post_processor": None}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("{", "pipeline spec is not valid JSON"),
+    ("[]", "pipeline spec needs exactly the keys"),
+    ("5", "pipeline spec needs exactly the keys"),
+    ({k: v for k, v in GOOD_SPEC.items() if k != "post_processor"}, "pipeline spec needs exactly the keys"),
+    ({**GOOD_SPEC, "extra": 1}, "pipeline spec needs exactly the keys"),
+    ({**GOOD_SPEC, "normalizers": ["NFC", "Lowercase"]}, "pipeline normalizers must be a list of NFC, NFKC, NFD, NFKD"),
+    ({**GOOD_SPEC, "steps": []}, "pipeline steps must end with"),
+    ({**GOOD_SPEC, "steps": [{"regex": "a", "behavior": "Isolated", "invert": False}]}, "pipeline steps must end with"),
+    ({**GOOD_SPEC, "added": {"<a>": [True]}}, "pipeline added must map each token to [special, normalized]"),
+    ({**GOOD_SPEC, "added": {"<a>": [True, 0]}}, "pipeline added must map each token to [special, normalized]"),
+    ({**GOOD_SPEC, "added": {"<a>": "yes"}}, "pipeline added must map each token to [special, normalized]"),
+])
+def test_a_malformed_pipeline_spec_is_refused_naming_what_is_wrong(spec, message):
+    text = pipelines.PREFIX + (spec if isinstance(spec, str) else json.dumps(spec))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        patterns.get(text)
+    assert patterns.get(pipelines.PREFIX + json.dumps(GOOD_SPEC)).pipeline.steps[0].source == pipelines.BYTE_LEVEL_REGEX
+
+
+def _isolated(source: str, **changes) -> dict:
+    return {"regex": source, "behavior": "Isolated", "invert": False, **changes}
+
+
+DEEPSEEK_STEPS = [_isolated(source) for source in sorted(pipelines.LINE_BOUNDARY_REGEXES)]
+
+
+@pytest.mark.parametrize("normalizers, steps, boundary", [
+    ([], [*DEEPSEEK_STEPS, {"byte_level": False}], "lines"),
+    ([], [*DEEPSEEK_STEPS, {"byte_level": True}], "cl100k"),  # GPT-2's regex has cl100k's boundary only
+    ([], [{"byte_level": True}], "cl100k"),
+    ([], [DEEPSEEK_STEPS[0], _isolated(r"\p{L}+|\s+|."), {"byte_level": True}], None),  # a regex not known to have one
+    (["NFC"], [*DEEPSEEK_STEPS, {"byte_level": False}], None),
+    ([], [DEEPSEEK_STEPS[0], _isolated(DEEPSEEK_STEPS[1]["regex"], behavior="Contiguous"), {"byte_level": False}], None),
+    ([], [DEEPSEEK_STEPS[0], _isolated(DEEPSEEK_STEPS[1]["regex"], invert=True), {"byte_level": False}], None),
+    ([], [DEEPSEEK_STEPS[0], {"string": DEEPSEEK_STEPS[1]["regex"], "behavior": "Isolated", "invert": False},
+          {"byte_level": False}], None),
+    ([], [{"byte_level": False}], None),
+])
+def test_only_plain_pipelines_of_regexes_known_to_have_a_boundary_cut_documents(normalizers, steps, boundary):
+    pretokenizer = patterns.get(pipelines.make_spec(normalizers, steps))
+    assert pretokenizer.pipeline.boundary == boundary
+    chunks = {"lines": ["一二\n", "三四", " xy\n\n", "z", "  w"], "cl100k": ["一二\n三四", " xy\n\nz", "  w"],
+              None: ["一二\n三四 xy\n\nz  w"]}[boundary]
+    assert pretokenizer.boundary == (boundary is not None)
+    assert pretokenizer.chunks("一二\n三四 xy\n\nz  w") == chunks
+
+
 @pytest.mark.parametrize("step, message", [
     ("Isolated", "pipeline step must hold a regex or a string: 'Isolated'"),
     ({"behavior": "Isolated", "invert": False}, "pipeline step must hold a regex or a string"),
