@@ -679,6 +679,13 @@ def test_only_plain_pipelines_of_regexes_known_to_have_a_boundary_cut_documents(
     assert pretokenizer.chunks("一二\n三四 xy\n\nz  w") == chunks
 
 
+@pytest.mark.parametrize("byte_level", [False, True], ids=["lines", "cl100k"])
+def test_files_are_cut_for_a_pipeline_only_before_whitespace_other_than_newlines(byte_level):
+    safe_cut = patterns.get(pipelines.make_spec([], [*DEEPSEEK_STEPS, {"byte_level": byte_level}])).safe_cut_bytes
+    # DeepSeek's punctuation takes the newlines after it ("b.\n" is one pre-token): no cut after 2 or 13.
+    assert [m.end() for m in safe_cut.finditer(b"ab.\ncd. ef\tgh\r\nij")] == [7, 10]
+
+
 @pytest.mark.parametrize("step, message", [
     ("Isolated", "pipeline step must hold a regex or a string: 'Isolated'"),
     ({"behavior": "Isolated", "invert": False}, "pipeline step must hold a regex or a string"),
