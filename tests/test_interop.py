@@ -202,6 +202,33 @@ def test_we_read_split_then_byte_level_files_with_their_ids(tmp_path, as_written
     assert ours.encode(text) == hf.encode(text).ids
 
 
+def _pipeline_spec(normalizers: list[str], steps: list[dict]) -> str:
+    from cs336_basics.text import pipelines
+
+    return pipelines.make_spec(normalizers, steps, added={EOT: (True, True)})
+
+
+@pytest.mark.parametrize("pattern, byte_level", [
+    ("gpt2", True), ("cl100k", None), ("o200k", None), ("none", False), (r"\p{L}+|\s+|.", None),
+    (_pipeline_spec(["NFC"], [{"byte_level": True}]), True),
+    (_pipeline_spec(["NFKC", "NFD"], [{"regex": r"\p{N}{1,3}", "behavior": "Contiguous", "invert": True},
+                                      {"string": "é", "behavior": "MergedWithNext", "invert": False}, {"byte_level": False}]), None),
+], ids=["gpt2", "cl100k", "o200k", "none", "custom", "normalizer-only", "splits"])
+def test_tokenizers_writes_our_tokenizer_json_back_unchanged_and_we_read_back_its_pattern(pattern, byte_level):
+    from tokenizers import Tokenizer as HFTokenizer, models, pre_tokenizers
+
+    from cs336_basics.formats import hf
+
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b" ab", 258: EOT.encode()}
+    ours = json.loads(hf.tokenizer_json(vocab, [(b"a", b"b"), (b" ", b"ab")], [EOT], pattern))
+    assert json.loads(HFTokenizer.from_str(json.dumps(ours)).to_str()) == ours  # every field as tokenizers spells it
+    assert hf.parse_tokenizer_json(json.dumps(ours).encode())[3] == pattern
+    if byte_level is not None:  # GPT-2's layout: tokenizers' own ByteLevel alone, with its regex or without
+        plain = HFTokenizer(models.BPE())
+        plain.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=byte_level)
+        assert ours["pre_tokenizer"] == json.loads(plain.to_str())["pre_tokenizer"]
+
+
 def test_ours_to_hugging_face_and_back_keeps_ids(hf_byte_level, tmp_path):
     _, ours = hf_byte_level
     ours.save_pretrained(tmp_path)
