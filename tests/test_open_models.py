@@ -439,6 +439,21 @@ def test_llama3_layout_ignore_merges_and_the_template_change_ids(llama3_layout):
         _same(ours, hf, fixture.read_text(encoding="utf-8")[:4000], add_special_tokens=True)
 
 
+def test_a_template_puts_its_tokens_before_and_after_the_text_as_tokenizers_does(base_document, tmp_path_factory):
+    from tokenizers import processors
+
+    document = _with_added(base_document, [("<s>", True, False), ("</s>", True, False)])
+    size = len(document["model"]["vocab"])
+    template = processors.TemplateProcessing(single="<s> $A </s> </s>", special_tokens=[("<s>", size), ("</s>", size + 1)])
+    document["post_processor"] = json.loads(template.__getstate__())
+    document["post_processor"]["special_tokens"]["<s>"]["ids"] = [0, size]  # id 0 is a token too
+    ours, hf = _ours(document, tmp_path_factory), _hf(document)
+    for text in ["Hello world", ""]:
+        expected = hf.encode(text, add_special_tokens=True).ids
+        assert expected[:2] == [0, size] and expected[-2:] == [size + 1, size + 1]
+        assert ours.encode(text, add_special_tokens=True) == expected
+
+
 @pytest.mark.parametrize("layout", ["llama3", "NFKC", "split"])
 def test_written_back_files_load_in_tokenizers_and_transformers_with_the_same_ids(
     llama3_layout, normalizer_layouts, split_layouts, layout, tmp_path
@@ -560,13 +575,18 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
         (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
                                             {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}}),
          "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": "$A", "special_tokens": {}}), "TemplateProcessing needs a single template and special_tokens"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": [1]}}), "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [-1], "tokens": ["<s>"]}}}), "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": ["1"], "tokens": ["<s>"]}}}), "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}), "single template has no \\$A"),
         (lambda d: d.update(decoder={"type": "Metaspace"}), "decoder 'Metaspace' is not supported"),
         (lambda d: (d["model"].update(ignore_merges=True), d.update(normalizer={"type": "NFKC"})),
          "ignore_merges=true with a normalizer"),
         (lambda d: (d.update(normalizer={"type": "NFKC"}),
                     d["added_tokens"].extend([{**d["added_tokens"][0], "content": c, "id": d["added_tokens"][0]["id"] + n,
                                                "normalized": True} for n, c in ((1, "ﬁ"), (2, "fi"))])),
-         "are the same text after the normalizer"),
+         "normalized added tokens 'ﬁ' and 'fi' are the same text after the normalizer"),
     ],
 )
 def test_what_we_cannot_reproduce_is_refused_naming_the_file_and_the_part(base_document, tmp_path, edit, message):
