@@ -202,10 +202,10 @@ def test_we_read_split_then_byte_level_files_with_their_ids(tmp_path, as_written
     assert ours.encode(text) == hf.encode(text).ids
 
 
-def _pipeline_spec(normalizers: list[str], steps: list[dict]) -> str:
+def _pipeline_spec(normalizers: list[str], steps: list[dict], added: bool = True) -> str:
     from cs336_basics.text import pipelines
 
-    return pipelines.make_spec(normalizers, steps, added={EOT: (True, True)})
+    return pipelines.make_spec(normalizers, steps, added={EOT: (True, True)} if added else None)
 
 
 @pytest.mark.parametrize("pattern, byte_level", [
@@ -213,7 +213,11 @@ def _pipeline_spec(normalizers: list[str], steps: list[dict]) -> str:
     (_pipeline_spec(["NFC"], [{"byte_level": True}]), True),
     (_pipeline_spec(["NFKC", "NFD"], [{"regex": r"\p{N}{1,3}", "behavior": "Contiguous", "invert": True},
                                       {"string": "é", "behavior": "MergedWithNext", "invert": False}, {"byte_level": False}]), None),
-], ids=["gpt2", "cl100k", "o200k", "none", "custom", "normalizer-only", "splits"])
+    (_pipeline_spec(["NFC"], [{"byte_level": True}], added=False), True),
+    (_pipeline_spec([], [{"regex": r"\p{L}+", "behavior": "Contiguous", "invert": False}, {"byte_level": False}], added=False), None),
+    (_pipeline_spec([], [{"regex": r"\p{L}+", "behavior": "Isolated", "invert": True}, {"byte_level": False}], added=False), None),
+    (_pipeline_spec([], [{"string": "é", "behavior": "Isolated", "invert": False}, {"byte_level": False}], added=False), None),
+], ids=["gpt2", "cl100k", "o200k", "none", "custom", "normalizer-only", "splits", "NFC", "contiguous", "inverted", "string"])
 def test_tokenizers_writes_our_tokenizer_json_back_unchanged_and_we_read_back_its_pattern(pattern, byte_level):
     from tokenizers import Tokenizer as HFTokenizer, models, pre_tokenizers
 
