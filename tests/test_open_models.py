@@ -454,6 +454,19 @@ def test_a_template_puts_its_tokens_before_and_after_the_text_as_tokenizers_does
         assert ours.encode(text, add_special_tokens=True) == expected
 
 
+def test_sequences_of_byte_level_decoders_and_post_processors_change_nothing(base_document, tmp_path_factory):
+    document = _edited(base_document, lambda d: d.update(
+        decoder={"type": "Sequence", "decoders": [{"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                                                    "use_regex": True}]},
+        post_processor={"type": "Sequence", "processors": [{"type": "ByteLevel", "add_prefix_space": False,
+                                                            "trim_offsets": True, "use_regex": True}]}))
+    ours, hf = _ours(document, tmp_path_factory), _hf(document)
+    assert ours.pattern == "gpt2"
+    text = "Hello, world!  12 ab"
+    assert ours.encode(text, add_special_tokens=True) == hf.encode(text, add_special_tokens=True).ids
+    assert ours.decode(ours.encode(text)) == hf.decode(hf.encode(text).ids) == text
+
+
 @pytest.mark.parametrize("layout", ["llama3", "NFKC", "split"])
 def test_written_back_files_load_in_tokenizers_and_transformers_with_the_same_ids(
     llama3_layout, normalizer_layouts, split_layouts, layout, tmp_path
@@ -581,6 +594,14 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
         (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": ["1"], "tokens": ["<s>"]}}}), "template token '<s>' has no list of ids"),
         (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}), "single template has no \\$A"),
         (lambda d: d.update(decoder={"type": "Metaspace"}), "decoder 'Metaspace' is not supported"),
+        (lambda d: d.update(decoder={"type": "Metaspace", "decoders": [{"type": "ByteLevel"}]}), "decoder 'Metaspace' is not supported"),
+        (lambda d: d.update(decoder={"type": "Sequence", "decoders": [{"type": "ByteLevel"}, {"type": "Fuse"}]}),
+         "decoder 'Fuse' is not supported"),
+        (lambda d: d.update(decoder="ByteLevel"), "decoder 'ByteLevel' is not supported"),
+        (lambda d: d.update(post_processor={"type": "BertProcessing", "processors": []}), "post-processor 'BertProcessing'"),
+        (lambda d: d.update(post_processor="ByteLevel"), "post-processor 'ByteLevel' is not supported"),
+        (lambda d: d.update(post_processor={"type": "Sequence", "processors": [{"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}, {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}]}),
+         "post-processor Sequence holds more than one TemplateProcessing"),
         (lambda d: (d["model"].update(ignore_merges=True), d.update(normalizer={"type": "NFKC"})),
          "ignore_merges=true with a normalizer"),
         (lambda d: (d.update(normalizer={"type": "NFKC"}),
