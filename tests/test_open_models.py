@@ -467,6 +467,22 @@ def test_sequences_of_byte_level_decoders_and_post_processors_change_nothing(bas
     assert ours.decode(ours.encode(text)) == hf.decode(hf.encode(text).ids) == text
 
 
+def test_an_older_file_with_merges_as_strings_no_model_type_zero_dropout_and_a_bom_reads_with_tokenizers_ids(base_document, tmp_path):
+    def older(d):
+        del d["model"]["type"]
+        d["model"]["merges"] = [" ".join(merge) for merge in d["model"]["merges"]]
+        d["model"]["dropout"] = 0.0  # no dropout, spelled otherwise
+
+    document = _edited(base_document, older)
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(document, ensure_ascii=False).encode("utf-8"))
+    ours, hf = Tokenizer.from_pretrained(path), _hf(document)
+    assert ours.pattern == "gpt2"
+    for fixture in FIXTURES:
+        text = fixture.read_text(encoding="utf-8")[:2000]
+        assert ours.encode(text) == hf.encode(text).ids
+
+
 @pytest.mark.parametrize("layout", ["llama3", "NFKC", "split"])
 def test_written_back_files_load_in_tokenizers_and_transformers_with_the_same_ids(
     llama3_layout, normalizer_layouts, split_layouts, layout, tmp_path
