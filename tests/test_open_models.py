@@ -595,6 +595,8 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
         (lambda d: d.update(normalizer={"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace"}]}),
          "normalizer 'Replace' is not supported"),
         (lambda d: d.update(normalizer={"type": "Prepend", "prepend": "▁"}), "normalizer 'Prepend' is not supported"),
+        (lambda d: d.update(normalizer={"type": "Lowercase", "normalizers": [{"type": "NFC"}]}), "normalizer 'Lowercase' is not supported"),
+        (lambda d: d.update(normalizer="NFC"), "normalizer 'NFC' is not supported"),
         (lambda d: d["added_tokens"][0].update(lstrip=True), "has lstrip=true"),
         (lambda d: d["added_tokens"][0].update(rstrip=True), "has rstrip=true"),
         (lambda d: d["added_tokens"][0].update(single_word=True), "has single_word=true"),
