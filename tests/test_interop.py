@@ -347,6 +347,9 @@ def test_truncated_and_malformed_files_name_the_file(saved, tmp_path):
     path.write_bytes(b"[1, 2]")
     with pytest.raises(ValueError, match="not a tokenizer.json"):
         Tokenizer.from_pretrained(path)
+    path.write_bytes(b"[" * 100_000)
+    with pytest.raises(ValueError, match=f"^{path}: JSON nested too deeply"):
+        Tokenizer.from_pretrained(path)
     path.write_bytes(text[:20] + b"\xff" + text[20:])
     with pytest.raises(ValueError, match=f"^{path}: not UTF-8 at byte 20"):
         Tokenizer.from_pretrained(path)

@@ -472,6 +472,7 @@ def test_an_older_file_with_merges_as_strings_no_model_type_zero_dropout_and_a_b
         del d["model"]["type"]
         d["model"]["merges"] = [" ".join(merge) for merge in d["model"]["merges"]]
         d["model"]["dropout"] = 0.0  # no dropout, spelled otherwise
+        d["model"].pop("ignore_merges", None)  # before tokenizers had it
 
     document = _edited(base_document, older)
     path = tmp_path / "tokenizer.json"
@@ -597,6 +598,11 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
         (lambda d: d.update(normalizer={"type": "Prepend", "prepend": "▁"}), "normalizer 'Prepend' is not supported"),
         (lambda d: d.update(normalizer={"type": "Lowercase", "normalizers": [{"type": "NFC"}]}), "normalizer 'Lowercase' is not supported"),
         (lambda d: d.update(normalizer="NFC"), "normalizer 'NFC' is not supported"),
+        (lambda d: d["model"].update(dropout=1), "BPE dropout 1 is not supported"),
+        (lambda d: d["model"].update(ignore_merges="yes"), "BPE option ignore_merges must be true or false, got 'yes'"),
+        (lambda d: d["model"].update(end_of_word_suffix="</w>"), "BPE option end_of_word_suffix='</w>' is not supported"),
+        (lambda d: d["model"].update(vocab=[]), "model.vocab must be an object mapping token to id"),
+        (lambda d: d.update(added_tokens={"<|eot|>": 1}), "added_tokens must be a list"),
         (lambda d: d["added_tokens"][0].update(lstrip=True), "has lstrip=true"),
         (lambda d: d["added_tokens"][0].update(rstrip=True), "has rstrip=true"),
         (lambda d: d["added_tokens"][0].update(single_word=True), "has single_word=true"),
