@@ -233,6 +233,12 @@ def test_tokenizers_writes_our_tokenizer_json_back_unchanged_and_we_read_back_it
         assert ours["pre_tokenizer"] == json.loads(plain.to_str())["pre_tokenizer"]
 
 
+def test_a_custom_pattern_that_tokenizers_would_read_otherwise_is_not_saved(trained, tmp_path):
+    tok = Tokenizer(trained.vocab, trained.merges, SPECIALS, pattern=r"(ab){1,2}+|\s+|.")
+    with pytest.raises(ValueError, match=r"repeats a group with \{n,m\}\+, which Hugging Face's regex engine reads differently"):
+        tok.save_pretrained(tmp_path)
+
+
 def test_ours_to_hugging_face_and_back_keeps_ids(hf_byte_level, tmp_path):
     _, ours = hf_byte_level
     ours.save_pretrained(tmp_path)

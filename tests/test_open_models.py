@@ -660,6 +660,8 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
          "pre-tokenizer 'ByteLevel' is not supported"),
         (lambda d: d["pre_tokenizer"].update(use_regex="yes"), "pre-tokenizer ByteLevel use_regex must be true or false, got 'yes'"),
         (lambda d: d.update(post_processor={"type": "BertProcessing", "processors": []}), "post-processor 'BertProcessing'"),
+        (lambda d: d.update(post_processor={"type": "Sequence", "processors": [{"type": "TemplateProcessing"}]}),
+         "post-processor TemplateProcessing needs a single template"),
         (lambda d: d.update(post_processor="ByteLevel"), "post-processor 'ByteLevel' is not supported"),
         (lambda d: d.update(post_processor={"type": "Sequence", "processors": [{"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}, {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}]}),
          "post-processor Sequence holds more than one TemplateProcessing"),
