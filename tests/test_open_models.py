@@ -680,6 +680,15 @@ def test_what_we_cannot_reproduce_is_refused_naming_the_file_and_the_part(base_d
         Tokenizer.from_pretrained(path)
 
 
+@pytest.mark.parametrize("source, difference", [
+    (r"\H+", r"\H"), (r"\Bx", r"\B"), (r"\W", r"\W"), (r"[\w]", r"\w"), (r"[^[]", "a [ inside a set"),
+    (r"[][]", "a [ inside a set"), (r"[[:alpha:]]+|\s+", None), (r"\s++$", None), (r"\s+$", "$"),
+    (r"\p{^L}+|[$^]", None),
+])
+def test_what_the_engines_read_otherwise_is_found_where_it_is(source, difference):
+    assert pipelines.engine_difference(source) == difference
+
+
 @pytest.mark.parametrize("source", [r"a$", r"^b", r"\w+", r"\h+", r"a\Z", r"[a[b]]", r"\bx"])
 def test_where_the_regex_engines_differ_tokenizers_really_differs(source):
     """Each construct `engine_difference` names does cut otherwise in Oniguruma (so refusing it is
