@@ -83,6 +83,20 @@ def pytest_collection_modifyitems(config, items):
             )
 
 
+if _MUTATION_EXAMPLES:
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(item):
+        # mutmut runs each mutant's tests in a process forked from one that has run the suite, so
+        # the caches of `patterns.get` and `pipelines.get` are warm: a mutant of what they call
+        # (validation, `_boundary_regexes`, `pipelines._step`) would never run and always survive.
+        # Each test starts with them empty (before its fixtures), so the mutated code does run.
+        from cs336_basics.text import patterns, pipelines
+
+        patterns.get.cache_clear()
+        pipelines.get.cache_clear()
+
+
 @pytest.fixture(scope="module")
 def tiktoken_cache(tmp_path_factory):
     """tiktoken's cache folder holding every rank file (from the test dependencies, checked by hash),

@@ -202,6 +202,43 @@ def test_we_read_split_then_byte_level_files_with_their_ids(tmp_path, as_written
     assert ours.encode(text) == hf.encode(text).ids
 
 
+def _pipeline_spec(normalizers: list[str], steps: list[dict], added: bool = True) -> str:
+    from cs336_basics.text import pipelines
+
+    return pipelines.make_spec(normalizers, steps, added={EOT: (True, True)} if added else None)
+
+
+@pytest.mark.parametrize("pattern, byte_level", [
+    ("gpt2", True), ("cl100k", None), ("o200k", None), ("none", False), (r"\p{L}+|\s+|.", None),
+    (_pipeline_spec(["NFC"], [{"byte_level": True}]), True),
+    (_pipeline_spec(["NFKC", "NFD"], [{"regex": r"\p{N}{1,3}", "behavior": "Contiguous", "invert": True},
+                                      {"string": "é", "behavior": "MergedWithNext", "invert": False}, {"byte_level": False}]), None),
+    (_pipeline_spec(["NFC"], [{"byte_level": True}], added=False), True),
+    (_pipeline_spec([], [{"regex": r"\p{L}+", "behavior": "Contiguous", "invert": False}, {"byte_level": False}], added=False), None),
+    (_pipeline_spec([], [{"regex": r"\p{L}+", "behavior": "Isolated", "invert": True}, {"byte_level": False}], added=False), None),
+    (_pipeline_spec([], [{"string": "é", "behavior": "Isolated", "invert": False}, {"byte_level": False}], added=False), None),
+], ids=["gpt2", "cl100k", "o200k", "none", "custom", "normalizer-only", "splits", "NFC", "contiguous", "inverted", "string"])
+def test_tokenizers_writes_our_tokenizer_json_back_unchanged_and_we_read_back_its_pattern(pattern, byte_level):
+    from tokenizers import Tokenizer as HFTokenizer, models, pre_tokenizers
+
+    from cs336_basics.formats import hf
+
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b" ab", 258: EOT.encode()}
+    ours = json.loads(hf.tokenizer_json(vocab, [(b"a", b"b"), (b" ", b"ab")], [EOT], pattern))
+    assert json.loads(HFTokenizer.from_str(json.dumps(ours)).to_str()) == ours  # every field as tokenizers spells it
+    assert hf.parse_tokenizer_json(json.dumps(ours).encode())[3] == pattern
+    if byte_level is not None:  # GPT-2's layout: tokenizers' own ByteLevel alone, with its regex or without
+        plain = HFTokenizer(models.BPE())
+        plain.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=byte_level)
+        assert ours["pre_tokenizer"] == json.loads(plain.to_str())["pre_tokenizer"]
+
+
+def test_a_custom_pattern_that_tokenizers_would_read_otherwise_is_not_saved(trained, tmp_path):
+    tok = Tokenizer(trained.vocab, trained.merges, SPECIALS, pattern=r"(ab){1,2}+|\s+|.")
+    with pytest.raises(ValueError, match=r"repeats a group with \{n,m\}\+, which Hugging Face's regex engine reads differently"):
+        tok.save_pretrained(tmp_path)
+
+
 def test_ours_to_hugging_face_and_back_keeps_ids(hf_byte_level, tmp_path):
     _, ours = hf_byte_level
     ours.save_pretrained(tmp_path)
@@ -315,6 +352,12 @@ def test_truncated_and_malformed_files_name_the_file(saved, tmp_path):
         Tokenizer.from_pretrained(path)
     path.write_bytes(b"[1, 2]")
     with pytest.raises(ValueError, match="not a tokenizer.json"):
+        Tokenizer.from_pretrained(path)
+    path.write_bytes(b"[" * 100_000)
+    with pytest.raises(ValueError, match=f"^{path}: JSON nested too deeply"):
+        Tokenizer.from_pretrained(path)
+    path.write_bytes(text[:20] + b"\xff" + text[20:])
+    with pytest.raises(ValueError, match=f"^{path}: not UTF-8 at byte 20"):
         Tokenizer.from_pretrained(path)
 
 

@@ -439,6 +439,51 @@ def test_llama3_layout_ignore_merges_and_the_template_change_ids(llama3_layout):
         _same(ours, hf, fixture.read_text(encoding="utf-8")[:4000], add_special_tokens=True)
 
 
+def test_a_template_puts_its_tokens_before_and_after_the_text_as_tokenizers_does(base_document, tmp_path_factory):
+    from tokenizers import processors
+
+    document = _with_added(base_document, [("<s>", True, False), ("</s>", True, False)])
+    size = len(document["model"]["vocab"])
+    template = processors.TemplateProcessing(single="<s> $A </s> </s>", special_tokens=[("<s>", size), ("</s>", size + 1)])
+    document["post_processor"] = json.loads(template.__getstate__())
+    document["post_processor"]["special_tokens"]["<s>"]["ids"] = [0, size]  # id 0 is a token too
+    ours, hf = _ours(document, tmp_path_factory), _hf(document)
+    for text in ["Hello world", ""]:
+        expected = hf.encode(text, add_special_tokens=True).ids
+        assert expected[:2] == [0, size] and expected[-2:] == [size + 1, size + 1]
+        assert ours.encode(text, add_special_tokens=True) == expected
+
+
+def test_sequences_of_byte_level_decoders_and_post_processors_change_nothing(base_document, tmp_path_factory):
+    document = _edited(base_document, lambda d: d.update(
+        decoder={"type": "Sequence", "decoders": [{"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                                                    "use_regex": True}]},
+        post_processor={"type": "Sequence", "processors": [{"type": "ByteLevel", "add_prefix_space": False,
+                                                            "trim_offsets": True, "use_regex": True}]}))
+    ours, hf = _ours(document, tmp_path_factory), _hf(document)
+    assert ours.pattern == "gpt2"
+    text = "Hello, world!  12 ab"
+    assert ours.encode(text, add_special_tokens=True) == hf.encode(text, add_special_tokens=True).ids
+    assert ours.decode(ours.encode(text)) == hf.decode(hf.encode(text).ids) == text
+
+
+def test_an_older_file_with_merges_as_strings_no_model_type_zero_dropout_and_a_bom_reads_with_tokenizers_ids(base_document, tmp_path):
+    def older(d):
+        del d["model"]["type"]
+        d["model"]["merges"] = [" ".join(merge) for merge in d["model"]["merges"]]
+        d["model"]["dropout"] = 0.0  # no dropout, spelled otherwise
+        d["model"].pop("ignore_merges", None)  # before tokenizers had it
+
+    document = _edited(base_document, older)
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(document, ensure_ascii=False).encode("utf-8"))
+    ours, hf = Tokenizer.from_pretrained(path), _hf(document)
+    assert ours.pattern == "gpt2"
+    for fixture in FIXTURES:
+        text = fixture.read_text(encoding="utf-8")[:2000]
+        assert ours.encode(text) == hf.encode(text).ids
+
+
 @pytest.mark.parametrize("layout", ["llama3", "NFKC", "split"])
 def test_written_back_files_load_in_tokenizers_and_transformers_with_the_same_ids(
     llama3_layout, normalizer_layouts, split_layouts, layout, tmp_path
@@ -551,6 +596,37 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
         (lambda d: d.update(normalizer={"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace"}]}),
          "normalizer 'Replace' is not supported"),
         (lambda d: d.update(normalizer={"type": "Prepend", "prepend": "▁"}), "normalizer 'Prepend' is not supported"),
+        (lambda d: d.update(normalizer={"type": "Lowercase", "normalizers": [{"type": "NFC"}]}), "normalizer 'Lowercase' is not supported"),
+        (lambda d: d.update(normalizer="NFC"), "normalizer 'NFC' is not supported"),
+        (lambda d: d["model"].update(dropout=1), "BPE dropout 1 is not supported"),
+        (lambda d: d["model"].update(ignore_merges="yes"), "BPE option ignore_merges must be true or false, got 'yes'"),
+        (lambda d: d["model"].update(end_of_word_suffix="</w>"), "BPE option end_of_word_suffix='</w>' is not supported"),
+        (lambda d: d["model"].update(vocab=[]), "model.vocab must be an object mapping token to id"),
+        (lambda d: d.update(added_tokens={"<|eot|>": 1}), "added_tokens must be a list"),
+        (lambda d: d["model"]["vocab"].update(zzz=-1), "token 'zzz' has id -1; ids must be non-negative integers"),
+        (lambda d: d["model"]["vocab"].update(zzz="7"), "token 'zzz' has id '7'; ids must be non-negative integers"),
+        (lambda d: d["model"]["vocab"].update({"": 5000}), "model.vocab holds an empty token \\(id 5000\\)"),
+        (lambda d: d["added_tokens"][0].pop("id"), "added token .* needs a string content and an integer id"),
+        (lambda d: d["added_tokens"].append("<x>"), "added token '<x>' needs a string content and an integer id"),
+        (lambda d: d["added_tokens"][0].update(content=""), "added token with id \\d+ is the empty string"),
+        (lambda d: d["model"].update(merges="a b"), "model.merges must be a list"),
+        (lambda d: d["model"]["merges"].insert(0, ["a", "b", "c"]), "merge 1 must be two tokens"),
+        (lambda d: d["model"]["merges"].insert(0, ["a", 5]), "merge 1 must be two tokens"),
+        (lambda d: d["model"]["merges"].insert(0, [5, "a"]), "merge 1 must be two tokens"),
+        (lambda d: d["model"]["merges"].insert(0, ["", "b"]), "merge 1 must be two tokens"),
+        (lambda d: d["model"]["merges"].insert(0, "a b c"), "merge 1 must be two tokens"),
+        (lambda d: d["model"]["merges"].insert(0, ["a", "q\u20ac"]), "merge 1 names \\['a', 'q\u20ac'\\], which is not in the vocabulary"),
+        (lambda d: d["model"]["merges"].insert(0, ["\u20ac", "a"]), "merge 1 names"),
+        (lambda d: d["model"]["merges"].insert(0, ["a", "Ġ"]), "merge 1 makes 'aĠ', which is not in the vocabulary"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                                            "special_tokens": {"<s>": {"id": "<s>", "ids": [99999], "tokens": ["<s>"]}}}),
+         "post-processor template adds id 99999, which is not in the vocabulary"),
+        (lambda d: d["added_tokens"][0].update(special="yes"), "added token '<\\|eot\\|>' needs special and normalized true or false"),
+        (lambda d: d["added_tokens"][0].update(id=d["added_tokens"][0]["id"] + 1), "is not in model.vocab and has id"),
+        (lambda d: d["added_tokens"].append({**d["added_tokens"][0], "content": " ", "id": d["added_tokens"][0]["id"] + 1}),
+         "added token ' ' has id \\d+ but the model gives it id \\d+"),
+        (lambda d: (d["model"]["vocab"].update(zzz=d["added_tokens"][0]["id"] + 1), d["added_tokens"][0].update(id=d["added_tokens"][0]["id"] + 1)),
+         "which the model gives to 'zzz'"),
         (lambda d: d["added_tokens"][0].update(lstrip=True), "has lstrip=true"),
         (lambda d: d["added_tokens"][0].update(rstrip=True), "has rstrip=true"),
         (lambda d: d["added_tokens"][0].update(single_word=True), "has single_word=true"),
@@ -560,13 +636,41 @@ BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": Tr
         (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
                                             {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}}),
          "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": "$A", "special_tokens": {}}), "TemplateProcessing needs a single template and special_tokens"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": [1]}}), "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [-1], "tokens": ["<s>"]}}}), "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": ["1"], "tokens": ["<s>"]}}}), "template token '<s>' has no list of ids"),
+        (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}), "single template has no \\$A"),
         (lambda d: d.update(decoder={"type": "Metaspace"}), "decoder 'Metaspace' is not supported"),
+        (lambda d: d.update(decoder={"type": "Metaspace", "decoders": [{"type": "ByteLevel"}]}), "decoder 'Metaspace' is not supported"),
+        (lambda d: d.update(decoder={"type": "Sequence", "decoders": [{"type": "ByteLevel"}, {"type": "Fuse"}]}),
+         "decoder 'Fuse' is not supported"),
+        (lambda d: d.update(decoder="ByteLevel"), "decoder 'ByteLevel' is not supported"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": []}), "pre-tokenizer Sequence must hold a list of steps"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split("Weird"), BYTE_LEVEL]}),
+         "pre-tokenizer Split with behavior 'Weird' and invert False is not supported"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": "yes"},
+                                                                                 BYTE_LEVEL]}),
+         "pre-tokenizer Digits individual_digits must be true or false"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split(regex=5), BYTE_LEVEL]}),
+         "pre-tokenizer Split must hold a Regex or a String pattern"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [_split(regex="(ab){1,2}+"), BYTE_LEVEL]}),
+         "Split regex repeats a group with {n,m}+"),
+        (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": ["ByteLevel"]}),
+         "pre-tokenizer 'ByteLevel' is not supported"),
+        (lambda d: d["pre_tokenizer"].update(use_regex="yes"), "pre-tokenizer ByteLevel use_regex must be true or false, got 'yes'"),
+        (lambda d: d.update(post_processor={"type": "BertProcessing", "processors": []}), "post-processor 'BertProcessing'"),
+        (lambda d: d.update(post_processor={"type": "Sequence", "processors": [{"type": "TemplateProcessing"}]}),
+         "post-processor TemplateProcessing needs a single template"),
+        (lambda d: d.update(post_processor="ByteLevel"), "post-processor 'ByteLevel' is not supported"),
+        (lambda d: d.update(post_processor={"type": "Sequence", "processors": [{"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}, {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}]}),
+         "post-processor Sequence holds more than one TemplateProcessing"),
         (lambda d: (d["model"].update(ignore_merges=True), d.update(normalizer={"type": "NFKC"})),
          "ignore_merges=true with a normalizer"),
         (lambda d: (d.update(normalizer={"type": "NFKC"}),
                     d["added_tokens"].extend([{**d["added_tokens"][0], "content": c, "id": d["added_tokens"][0]["id"] + n,
                                                "normalized": True} for n, c in ((1, "ﬁ"), (2, "fi"))])),
-         "are the same text after the normalizer"),
+         "normalized added tokens 'ﬁ' and 'fi' are the same text after the normalizer"),
     ],
 )
 def test_what_we_cannot_reproduce_is_refused_naming_the_file_and_the_part(base_document, tmp_path, edit, message):
@@ -574,6 +678,15 @@ def test_what_we_cannot_reproduce_is_refused_naming_the_file_and_the_part(base_d
     path.write_text(json.dumps(_edited(base_document, edit), ensure_ascii=False), encoding="utf-8")
     with pytest.raises(ValueError, match=f"^{path}: .*{message}"):
         Tokenizer.from_pretrained(path)
+
+
+@pytest.mark.parametrize("source, difference", [
+    (r"\H+", r"\H"), (r"\Bx", r"\B"), (r"\W", r"\W"), (r"[\w]", r"\w"), (r"[^[]", "a [ inside a set"),
+    (r"[][]", "a [ inside a set"), (r"[[:alpha:]]+|\s+", None), (r"\s++$", None), (r"\s+$", "$"),
+    (r"\p{^L}+|[$^]", None),
+])
+def test_what_the_engines_read_otherwise_is_found_where_it_is(source, difference):
+    assert pipelines.engine_difference(source) == difference
 
 
 @pytest.mark.parametrize("source", [r"a$", r"^b", r"\w+", r"\h+", r"a\Z", r"[a[b]]", r"\bx"])
@@ -603,6 +716,112 @@ def test_a_split_regex_matching_empty_text_somewhere_is_refused_where_it_does(ba
         ours.encode("abc")
 
 
+@pytest.mark.parametrize("behavior", pipelines.BEHAVIORS)
+def test_a_split_step_matching_empty_text_somewhere_is_refused_naming_where(behavior):
+    pipeline = pipelines.get(pipelines.make_spec([], [{"regex": r"(?=b)|a", "behavior": behavior, "invert": False},
+                                                      {"byte_level": False}]))
+    assert "".join(pipeline.pretokens("aaa")) == "aaa"
+    with pytest.raises(ValueError, match=r"Split regex '\(\?=b\)\|a' matches the empty string at character 1 of a piece "
+                                         r"starting 'abc'"):
+        pipeline.pretokens("abc")
+
+
+@pytest.mark.parametrize("source", [pipelines.BYTE_LEVEL_REGEX, r"\p{N}{1,3}", r"(a)b|\d+", r"\p{N}{1,3}+|[a-z]{2}+"],
+                         ids=["gpt2", "digits", "group", "bounded-plus"])
+@pytest.mark.parametrize("behavior", pipelines.BEHAVIORS)
+@pytest.mark.parametrize("invert", [False, True])
+def test_one_split_step_cuts_as_tokenizers_does_whatever_its_regex(source, behavior, invert):
+    from tokenizers import Regex, pre_tokenizers
+
+    hf_behavior = re.sub(r"(?<!^)([A-Z])", r"_\1", behavior).lower()
+    split = pre_tokenizers.Split(Regex(source), behavior=hf_behavior, invert=invert)
+    step = {"regex": source, "behavior": behavior, "invert": invert}
+    pipeline = pipelines.get(pipelines.make_spec([], [step, {"byte_level": False}]))
+    for text in ["ab 1234 aab!!\n  x12y", "Hello  world's 2024"]:
+        assert pipeline.pretokens(text) == [piece for piece, _ in split.pre_tokenize_str(text)], text
+
+
+GOOD_SPEC = {"normalizers": [], "steps": [{"byte_level": True}], "ignore_merges": False, "added": {}, "post_processor": None}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("{", "pipeline spec is not valid JSON"),
+    ("[]", "pipeline spec needs exactly the keys"),
+    ("5", "pipeline spec needs exactly the keys"),
+    ({k: v for k, v in GOOD_SPEC.items() if k != "post_processor"}, "pipeline spec needs exactly the keys"),
+    ({**GOOD_SPEC, "extra": 1}, "pipeline spec needs exactly the keys"),
+    ({**GOOD_SPEC, "normalizers": ["NFC", "Lowercase"]}, "pipeline normalizers must be a list of NFC, NFKC, NFD, NFKD"),
+    ({**GOOD_SPEC, "steps": []}, "pipeline steps must end with"),
+    ({**GOOD_SPEC, "steps": [{"regex": "a", "behavior": "Isolated", "invert": False}]}, "pipeline steps must end with"),
+    ({**GOOD_SPEC, "added": {"<a>": [True]}}, "pipeline added must map each token to [special, normalized]"),
+    ({**GOOD_SPEC, "added": {"<a>": [True, 0]}}, "pipeline added must map each token to [special, normalized]"),
+    ({**GOOD_SPEC, "added": {"<a>": "yes"}}, "pipeline added must map each token to [special, normalized]"),
+])
+def test_a_malformed_pipeline_spec_is_refused_naming_what_is_wrong(spec, message):
+    text = pipelines.PREFIX + (spec if isinstance(spec, str) else json.dumps(spec))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        patterns.get(text)
+    assert patterns.get(pipelines.PREFIX + json.dumps(GOOD_SPEC)).pipeline.steps[0].source == pipelines.BYTE_LEVEL_REGEX
+
+
+def _isolated(source: str, **changes) -> dict:
+    return {"regex": source, "behavior": "Isolated", "invert": False, **changes}
+
+
+DEEPSEEK_STEPS = [_isolated(source) for source in sorted(pipelines.LINE_BOUNDARY_REGEXES)]
+
+
+@pytest.mark.parametrize("normalizers, steps, boundary", [
+    ([], [*DEEPSEEK_STEPS, {"byte_level": False}], "lines"),
+    ([], [*DEEPSEEK_STEPS, {"byte_level": True}], "cl100k"),  # GPT-2's regex has cl100k's boundary only
+    ([], [{"byte_level": True}], "cl100k"),
+    ([], [DEEPSEEK_STEPS[0], _isolated(r"\p{L}+|\s+|."), {"byte_level": True}], None),  # a regex not known to have one
+    (["NFC"], [*DEEPSEEK_STEPS, {"byte_level": False}], None),
+    ([], [DEEPSEEK_STEPS[0], _isolated(DEEPSEEK_STEPS[1]["regex"], behavior="Contiguous"), {"byte_level": False}], None),
+    ([], [DEEPSEEK_STEPS[0], _isolated(DEEPSEEK_STEPS[1]["regex"], invert=True), {"byte_level": False}], None),
+    ([], [DEEPSEEK_STEPS[0], {"string": DEEPSEEK_STEPS[1]["regex"], "behavior": "Isolated", "invert": False},
+          {"byte_level": False}], None),
+    ([], [{"byte_level": False}], None),
+])
+def test_only_plain_pipelines_of_regexes_known_to_have_a_boundary_cut_documents(normalizers, steps, boundary):
+    pretokenizer = patterns.get(pipelines.make_spec(normalizers, steps))
+    assert pretokenizer.pipeline.boundary == boundary
+    chunks = {"lines": ["一二\n", "三四", " xy\n\n", "z", "  w"], "cl100k": ["一二\n三四", " xy\n\nz", "  w"],
+              None: ["一二\n三四 xy\n\nz  w"]}[boundary]
+    assert pretokenizer.boundary == (boundary is not None)
+    assert pretokenizer.chunks("一二\n三四 xy\n\nz  w") == chunks
+
+
+@pytest.mark.parametrize("byte_level", [False, True], ids=["lines", "cl100k"])
+def test_files_are_cut_for_a_pipeline_only_before_whitespace_other_than_newlines(byte_level):
+    safe_cut = patterns.get(pipelines.make_spec([], [*DEEPSEEK_STEPS, {"byte_level": byte_level}])).safe_cut_bytes
+    # DeepSeek's punctuation takes the newlines after it ("b.\n" is one pre-token): no cut after 2 or 13.
+    assert [m.end() for m in safe_cut.finditer(b"ab.\ncd. ef\tgh\r\nij")] == [7, 10]
+
+
+@pytest.mark.parametrize("step, message", [
+    ("Isolated", "pipeline step must hold a regex or a string: 'Isolated'"),
+    ({"behavior": "Isolated", "invert": False}, "pipeline step must hold a regex or a string"),
+    ({"regex": 5, "behavior": "Isolated", "invert": False}, "Split regex must be a string, got 5"),
+    ({"string": 5, "behavior": "Isolated", "invert": False}, "Split string must be a non-empty string, got 5"),
+    ({"string": "", "behavior": "Isolated", "invert": False}, "Split string must be a non-empty string, got ''"),
+    ({"regex": "(a", "behavior": "Isolated", "invert": False}, "Split regex '(a' is not a valid regex"),
+    ({"regex": "a*", "behavior": "Contiguous", "invert": False}, "Split regex 'a*' matches the empty string"),
+    ({"regex": "(ab){1,2}+", "behavior": "Isolated", "invert": False}, "pipeline: Split regex repeats a group with {n,m}+"),
+])
+def test_a_malformed_step_in_a_pipeline_spec_is_refused_naming_it(step, message):
+    spec = {"normalizers": [], "steps": [step, {"byte_level": True}], "ignore_merges": False, "added": {},
+            "post_processor": None}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        patterns.get(pipelines.PREFIX + json.dumps(spec))
+
+
+def test_a_pipeline_without_split_steps_keeps_the_normalized_text_as_one_pre_token():
+    pipeline = pipelines.get(pipelines.make_spec(["NFKC"], [{"byte_level": False}]))
+    assert pipeline.pretokens(pipeline.normalize("ﬁne day")) == ["fine day"]
+    assert pipeline.pretokens("") == []
+
+
 def test_a_pipeline_pattern_is_a_canonical_string_that_travels():
     spec = pipelines.make_spec(["NFC"], [{"regex": r"\p{N}{1,3}", "behavior": "Isolated", "invert": False},
                                         {"byte_level": False}])
@@ -612,6 +831,43 @@ def test_a_pipeline_pattern_is_a_canonical_string_that_travels():
         patterns.regex_string(spec)
     with pytest.raises(ValueError, match="behavior 'Removed'"):
         pipelines.make_spec([], [{"regex": "a", "behavior": "Removed", "invert": False}, {"byte_level": False}])
+
+
+
+def test_a_pipeline_spec_is_one_string_whatever_the_order_of_the_keys_given():
+    step = {"string": "é,", "behavior": "MergedWithNext", "invert": True}
+    spec = pipelines.make_spec([], [step, {"byte_level": True}], added={"<b>": (False, False), "<a>": (True, True)})
+    reordered = pipelines.make_spec([], [dict(reversed(step.items())), {"byte_level": True}],
+                                    added={"<a>": (True, True), "<b>": (False, False)})
+    assert spec == reordered
+    # Saved files and dataset manifests hold it: compact JSON, keys sorted, non-ASCII kept as it is.
+    assert spec == pipelines.PREFIX + (
+        '{"added":{"<a>":[true,true],"<b>":[false,false]},"ignore_merges":false,"normalizers":[],"post_processor":null,'
+        '"steps":[{"behavior":"MergedWithNext","invert":true,"string":"é,"},{"byte_level":true}]}'
+    )
+
+
+def test_a_pipeline_keeps_the_flags_of_its_added_tokens_and_takes_merges_by_default():
+    flags = {"<a>": (True, True), "<b>": (False, False), "<c>": (False, True), "<d>": (True, False)}
+    pipeline = pipelines.get(pipelines.make_spec([], [{"byte_level": True}], added=flags))
+    assert not pipeline.ignore_merges
+    assert {token: (pipeline.is_special(token), pipeline.is_normalized(token)) for token in flags} == flags
+    assert pipelines.get(pipelines.make_spec([], [{"byte_level": True}], ignore_merges=True)).ignore_merges
+
+
+def test_a_split_regex_from_a_file_running_past_its_time_limit_is_stopped_naming_it(monkeypatch):
+    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
+    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    text = "some words 12 and more, " * 2000
+    ours = pipelines.get(pipelines.make_spec([], [{"regex": pipelines.BYTE_LEVEL_REGEX, "behavior": "Contiguous",
+                                                   "invert": False}, {"byte_level": True}]))
+    assert "".join(ours.pretokens(text)) == text  # our own regexes run without a limit
+    theirs = pipelines.get(pipelines.make_spec([], [{"regex": r"\p{L}+|\p{N}+|\s+|.", "behavior": "Contiguous",
+                                                     "invert": False}, {"byte_level": True}]))
+    with pytest.raises(patterns.PatternTimeout) as e:
+        theirs.pretokens(text)
+    assert all(w in str(e.value) for w in [r"'\\p{L}+|\\p{N}+|\\s+|.'", "ran for over 0 s", "48,000 characters",
+                                           "'some words", "backtracks"]), str(e.value)
 
 
 # --- Qwen's rank files --------------------------------------------------------------------------------

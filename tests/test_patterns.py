@@ -123,6 +123,67 @@ def test_a_custom_pattern_matching_empty_in_context_is_an_error_naming_the_offse
         tok.encode("ab")
 
 
+def test_a_long_unmatched_text_is_named_by_its_start_in_a_short_message():
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern=r"[a-z]+| ")
+    with pytest.raises(ValueError, match=r"leaves '!{30}…' unmatched at character offset 3") as e:
+        tok.encode("ab " + "!" * 10_000)
+    assert len(str(e.value)) < 400
+
+
+def test_a_custom_pattern_running_past_its_time_limit_is_stopped_naming_it(monkeypatch):
+    pattern = r"\p{L}+|\p{N}+|[^\p{L}\p{N}\s]+|\s+(?!\S)|\s+"  # 30 to 60 characters: named whole
+    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
+    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    with pytest.raises(patterns.PatternTimeout) as e:
+        patterns.get(pattern).pretokens("some words 12 and more, " * 2000)
+    assert all(w in str(e.value) for w in [repr(pattern), "ran for over 0 s", "48,000 characters", "'some words"]), str(e.value)
+
+
+def test_the_time_limit_of_a_custom_pattern_grows_with_the_document():
+    base, per_mb = patterns.TIMEOUT_SECONDS, patterns.TIMEOUT_SECONDS_PER_MB
+    assert patterns.custom_timeout(0) == base
+    assert patterns.custom_timeout(1_000_000) == base + per_mb
+    assert patterns.custom_timeout(3_000_000) == base + 3 * per_mb
+
+
+@pytest.mark.parametrize("name", ["none", CUSTOM])
+def test_a_pattern_without_a_boundary_keeps_a_document_as_one_chunk(name):
+    pretokenizer = patterns.get(name)
+    assert not pretokenizer.boundary
+    assert pretokenizer.chunks("one two\nthree ") == ["one two\nthree "]
+    assert pretokenizer.chunks("") == []
+    assert pretokenizer.pretokens("") == []
+
+
+@pytest.mark.parametrize("name, chunks", [("gpt2", ["one", " two", "\nthree", " "]), ("cl100k", ["one", " two\nthree", " "]),
+                                          ("o200k", ["one", " two\nthree", " "])])
+def test_the_named_patterns_cut_documents_into_chunks_at_their_boundaries(name, chunks):
+    pretokenizer = patterns.get(name)
+    assert pretokenizer.boundary
+    assert pretokenizer.chunks("one two\nthree ") == chunks
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_safe_cuts_in_bytes_fall_exactly_after_non_whitespace_ascii_before_whitespace(name):
+    whitespace = {c for c in range(128) if regex.match(r"\s", chr(c))}  # as the patterns' engine reads \s
+    after = whitespace if name == "gpt2" else whitespace - {ord("\r"), ord("\n")}
+    safe_cut = patterns.get(name).safe_cut_bytes
+    for a in range(256):
+        for b in range(256):
+            cut = safe_cut.match(bytes([a, b])) is not None
+            assert cut == (a < 128 and a not in whitespace and b in after), (a, b)
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_the_one_word_shortcuts_give_the_pre_tokens_of_the_pattern(name):
+    chunks = ["1a", " 1a", "!a", "a", "A", " a", "ab", " ab", "Ab", " Ab", "AB", "aB", " aB", "aBc", "aBC", "1ab", "ab's",
+              "é", " é", "éA", "1é", "a1", " ", "  ab"]
+    pretokenizer = patterns.get(name)
+    for chunk in chunks:
+        assert pretokenizer.chunk_pretokens(chunk) == regex.findall(patterns.NAMED[name], chunk), chunk
+
+
+
 # --- exact semantics ---------------------------------------------------------------------------------
 
 
