@@ -782,24 +782,3 @@ def test_results_that_arrive_out_of_order_are_written_in_order(tmp_path, tokeniz
     assert results["train"] == (tokenizer.vocab, tokenizer.merges)
     assert results["run_ordered"] == [2**k for k in range(20)]
 
-
-def _write_slowly(path: str) -> None:
-    with open(path, "wb") as f:
-        f.write(b"begun")
-        f.flush()
-        time.sleep(60)
-
-
-def test_stop_now_ends_the_running_workers_before_it_returns(tmp_path):
-    # A worker still writing after the caller has cleaned up would leave a temporary file behind it.
-    executor = executors.local_executor(1)
-    future = executor.submit(_write_slowly, str(tmp_path / "part.tmp"))
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "part.tmp").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    processes = list(executor._processes.values())
-    started = time.monotonic()
-    executors.stop_now(executor)
-    assert time.monotonic() - started < 10
-    assert processes and not any(p.is_alive() for p in processes)
-    assert future.done()

@@ -25,6 +25,7 @@ from itertools import islice
 from cs336_basics.corpora import executors, sources
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import count_chunks, pretoken_counts, special_token_regex
+from cs336_basics.text.surrogates import fix_surrogates
 from cs336_basics.train import allocator
 
 _progress = None  # a shared counter of bytes read, set in each local worker process
@@ -391,13 +392,15 @@ _BATCHES_PER_WORKER = 2
 def document_batches(
     documents: Iterable, batch_chars: int, text_field: str = "text"
 ) -> Iterator[list[str]]:
-    """The documents in lists of about `batch_chars` characters, surrogates fixed. A document is a
-    str, or a mapping (a row of a `datasets` dataset, say) whose `text_field` holds one; anything
-    else is a TypeError naming the document's position."""
+    """The documents in lists of about `batch_chars` characters (surrogates are fixed where they
+    are counted, see `_add_documents`). A document is a str, or a mapping (a row of a `datasets`
+    dataset, say) whose `text_field` holds one; anything else is a TypeError naming the
+    document's position."""
     batch: list[str] = []
     size = 0
     for i, document in enumerate(documents):
-        document = sources.document_text(document, i, text_field)
+        if type(document) is not str:  # the process that reads the documents does as little as it can
+            document = sources.document_text(document, i, text_field)
         batch.append(document)
         size += len(document)
         if size >= batch_chars:
@@ -409,12 +412,13 @@ def document_batches(
 
 def _add_documents(counts: _Counts, batch: list[str], special_re, separator: str | None) -> None:
     """Count a batch of documents: joined by a special token (which `count_chunks` cuts at again)
-    when there is one, else one by one."""
+    when there is one, else one by one; surrogates fixed (the separator, ASCII, keeps a surrogate
+    of one document from pairing with one of the next)."""
     if separator is not None:
-        counts.add(separator.join(batch), special_re)
+        counts.add(fix_surrogates(separator.join(batch)), special_re)
     else:
         for document in batch:
-            counts.add(document, special_re)
+            counts.add(fix_surrogates(document), special_re)
 
 
 def count_documents(
