@@ -142,6 +142,17 @@ def test_while_waiting_on_wait_is_called_about_ten_times_a_second():
     assert 2 <= len(calls) <= 6
 
 
+def test_run_ordered_calls_on_wait_while_it_waits_and_without_it_waits_as_long_as_it_takes():
+    executor = Manual()
+    calls = []
+    results = executors.run_ordered(executor, pow, [(2, 0)], max_in_flight=1, on_wait=lambda: calls.append(1))
+    threading.Timer(0.35, executor.futures[0].set_result, ["late"]).start()
+    assert list(results) == ["late"] and len(calls) >= 2
+    future: Future = Future()
+    threading.Timer(0.25, future.set_result, ["later"]).start()
+    assert executors._result(future, None) == "later"
+
+
 def test_a_task_that_raises_timeout_error_itself_is_not_waited_on_again():
     calls = []
     with pytest.raises(TimeoutError):
@@ -221,9 +232,9 @@ def test_local_workers_are_forked_where_fork_exists():
 
     expected = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     assert executors.process_context().get_start_method() == expected
-    pool = executors.local_executor(2)
+    pool = executors.local_executor(1)
     try:
-        assert executors.executor_width(pool, 1) == 2
+        assert executors.executor_width(pool, 4) == 1
     finally:
         pool.shutdown()
 
@@ -239,6 +250,7 @@ def test_stop_now_ends_the_running_workers_before_it_returns(tmp_path):
     # A worker still writing after the caller has cleaned up would leave a temporary file behind it.
     executor = executors.local_executor(1)
     future = executor.submit(_write_slowly, str(tmp_path / "part.tmp"))
+    queued = [executor.submit(_write_slowly, str(tmp_path / f"never-{i}.tmp")) for i in range(4)]
     deadline = time.monotonic() + 30
     while not (tmp_path / "part.tmp").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -248,3 +260,5 @@ def test_stop_now_ends_the_running_workers_before_it_returns(tmp_path):
     assert time.monotonic() - started < 10
     assert processes and not any(p.is_alive() for p in processes)
     assert future.done()
+    assert queued[-1].cancelled()  # a task no worker had taken is cancelled, not left to break
+    assert not list(tmp_path.glob("never-*"))
