@@ -262,3 +262,26 @@ def test_stop_now_ends_the_running_workers_before_it_returns(tmp_path):
     assert future.done()
     assert queued[-1].cancelled()  # a task no worker had taken is cancelled, not left to break
     assert not list(tmp_path.glob("never-*"))
+
+
+
+def _ignore_sigterm_and_write_slowly(path: str) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _write_slowly(path)
+
+
+def test_stop_now_ends_workers_that_sigterm_does_not_end(tmp_path):
+    # A worker busy where SIGTERM is held back, or whose handler does not end it, must not keep
+    # the caller waiting: after a second it is killed.
+    executor = executors.local_executor(1)
+    executor.submit(_ignore_sigterm_and_write_slowly, str(tmp_path / "part.tmp"))
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "part.tmp").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    processes = list(executor._processes.values())
+    started = time.monotonic()
+    executors.stop_now(executor)
+    assert time.monotonic() - started < 10
+    assert processes and not any(p.is_alive() for p in processes)

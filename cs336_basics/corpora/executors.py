@@ -46,9 +46,14 @@ def stop_now(executor: ProcessPoolExecutor) -> None:
     for process in processes:
         process.terminate()
     for process in processes:
-        process.join()
+        process.join(timeout=1)
+        if process.is_alive():  # a forked worker keeps its parent's SIGTERM handler, which may not end it
+            process.kill()
+            process.join()
     if manager is not None:
-        manager.join()
+        # It cancels the tasks not yet taken and fails those that were running; a limit, as it
+        # may wait on a pipe that no worker reads any more.
+        manager.join(timeout=5)
 
 
 def executor_width(executor: Executor, default: int) -> int:
