@@ -246,19 +246,25 @@ def _write_slowly(path: str) -> None:
         time.sleep(60)
 
 
-def test_stop_now_ends_the_running_workers_before_it_returns(tmp_path):
-    # A worker still writing after the caller has cleaned up would leave a temporary file behind it.
-    executor = executors.local_executor(1)
-    future = executor.submit(_write_slowly, str(tmp_path / "part.tmp"))
-    queued = [executor.submit(_write_slowly, str(tmp_path / f"never-{i}.tmp")) for i in range(4)]
+def _stop_once_writing(executor, path) -> None:
+    """`stop_now` once the running task has begun writing `path`: it returns within seconds, its
+    workers dead."""
     deadline = time.monotonic() + 30
-    while not (tmp_path / "part.tmp").exists() and time.monotonic() < deadline:
+    while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     processes = list(executor._processes.values())
     started = time.monotonic()
     executors.stop_now(executor)
     assert time.monotonic() - started < 10
     assert processes and not any(p.is_alive() for p in processes)
+
+
+def test_stop_now_ends_the_running_workers_before_it_returns(tmp_path):
+    # A worker still writing after the caller has cleaned up would leave a temporary file behind it.
+    executor = executors.local_executor(1)
+    future = executor.submit(_write_slowly, str(tmp_path / "part.tmp"))
+    queued = [executor.submit(_write_slowly, str(tmp_path / f"never-{i}.tmp")) for i in range(4)]
+    _stop_once_writing(executor, tmp_path / "part.tmp")
     assert future.done()
     assert queued[-1].cancelled()  # a task no worker had taken is cancelled, not left to break
     assert not list(tmp_path.glob("never-*"))
@@ -277,11 +283,4 @@ def test_stop_now_ends_workers_that_sigterm_does_not_end(tmp_path):
     # the caller waiting: after a second it is killed.
     executor = executors.local_executor(1)
     executor.submit(_ignore_sigterm_and_write_slowly, str(tmp_path / "part.tmp"))
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "part.tmp").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    processes = list(executor._processes.values())
-    started = time.monotonic()
-    executors.stop_now(executor)
-    assert time.monotonic() - started < 10
-    assert processes and not any(p.is_alive() for p in processes)
+    _stop_once_writing(executor, tmp_path / "part.tmp")

@@ -667,10 +667,12 @@ def _read_parquet(unit: WorkUnit) -> Iterator[tuple[int, str, bool]]:
 # --- documents from a Python iterable ---------------------------------------------------------------
 
 
-def document_text(document: object, position: int, text_field: str = DEFAULT_TEXT_FIELD) -> str:
-    """The text of one document of an iterable, surrogates fixed: a str, or a mapping (a row of a
-    `datasets` dataset, say) whose `text_field` holds one. Anything else is a TypeError, and a
-    mapping without the field a ValueError, naming the document's `position`."""
+def document_text(document: object, position: int, text_field: str = DEFAULT_TEXT_FIELD, *,
+                  fixed: bool = True) -> str:
+    """The text of one document of an iterable, surrogates fixed (unless not `fixed`, for a caller
+    that fixes many documents at once): a str, or a mapping (a row of a `datasets` dataset, say)
+    whose `text_field` holds one. Anything else is a TypeError, and a mapping without the field a
+    ValueError, naming the document's `position`."""
     if isinstance(document, Mapping):
         if text_field not in document:
             fields = ", ".join(map(str, document)) or "none"
@@ -679,4 +681,4 @@ def document_text(document: object, position: int, text_field: str = DEFAULT_TEX
     if not isinstance(document, str):
         raise TypeError(f"document {position} is {type(document).__name__}, not str (or a mapping with a "
                         f"{text_field!r} field holding one)")
-    return fix_surrogates(document)
+    return fix_surrogates(document) if fixed else document

@@ -400,7 +400,7 @@ def document_batches(
     size = 0
     for i, document in enumerate(documents):
         if type(document) is not str:  # the process that reads the documents does as little as it can
-            document = sources.document_text(document, i, text_field)
+            document = sources.document_text(document, i, text_field, fixed=False)
         batch.append(document)
         size += len(document)
         if size >= batch_chars:
