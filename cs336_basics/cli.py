@@ -41,6 +41,7 @@ from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers, train_bpe
 from cs336_basics.corpora import executors, sources
 from cs336_basics.encode import engines
+from cs336_basics.errors import BpeError, PatternTimeout
 from cs336_basics.formats import pretrained
 from cs336_basics.formats.staged import atomic_write_texts
 from cs336_basics.report import classify_token  # noqa: F401  (re-exported: it used to live here)
@@ -357,8 +358,6 @@ def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_b
 
 def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> None:
     """`bpe encode ... --out DIR`: a dataset directory (see `datasets.writer`), resumed if started."""
-    from cs336_basics.datasets.writer import DatasetBusy
-
     out = args.out if sources.is_url(args.out) else Path(args.out)
     total_bytes, workers, engine = _encode_settings(args, tokenizer, files)
     started = time.perf_counter()
@@ -369,8 +368,6 @@ def _encode_dataset(args: argparse.Namespace, tokenizer: Tokenizer, files: list)
                 text_field=args.text_field, dtype=args.dtype, overwrite=args.overwrite,
                 on_progress=lambda done: bar.update(done - bar.n), engine=engine,
             )
-        except DatasetBusy as e:
-            raise CommandError(str(e)) from None
         except KeyboardInterrupt:
             bar.close()
             _resumable.append(out)
@@ -581,13 +578,10 @@ def cmd_report(args: argparse.Namespace) -> None:
         labels = column_names(others, taken=(_short_name(args.dir),))
         compare = [(label, load_tokenizer(source, None)) for label, source in zip(labels, others)]
     texts = [report.read_sample(_readable_file(Path(p)), args.sample_bytes) for p in args.texts]
-    try:
-        page = report.build_report(
-            tokenizer, name=_short_name(args.dir), path=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts,
-            min_count=args.min_count, progress=not args.quiet, pretrained=compare,
-        )
-    except report.MissingExtra as e:
-        raise CommandError(str(e)) from None
+    page = report.build_report(
+        tokenizer, name=_short_name(args.dir), path=args.dir, log=_merge_log_of(args.dir, tokenizer), texts=texts,
+        min_count=args.min_count, progress=not args.quiet, pretrained=compare,
+    )
     atomic_write_texts({out: page})
     print(f"wrote {out}")
 
@@ -912,7 +906,7 @@ def _main(argv: list[str] | None) -> int:
         return 2
     except KeyboardInterrupt as e:
         return _interrupted(e)
-    except patterns.PatternTimeout as e:  # a regex from the tokenizer's files (or --pattern) ran too long
+    except PatternTimeout as e:  # a regex from the tokenizer's files (or --pattern) ran too long
         source = getattr(args, "tokenizer", None) or getattr(args, "dir", None) or getattr(args, "source", None)
         if source and not args.pattern:
             e = f"the pattern of {source if isinstance(source, str) else ', '.join(source)}: {e}"
@@ -921,7 +915,7 @@ def _main(argv: list[str] | None) -> int:
     except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (CommandError, ValueError, OSError, ImportError, executors.WorkerError) as e:
+    except (CommandError, BpeError, ValueError, OSError, ImportError) as e:
         if isinstance(e, ImportError) and _caused_by_interrupt(e):
             return _interrupted(_caused_by_interrupt(e))  # Ctrl-C during an import (numpy reports it as an ImportError)
         print(f"bpe: {e}", file=sys.stderr)

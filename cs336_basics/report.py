@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.errors import missing_extra
 from cs336_basics.text.surrogates import fix_surrogates
 from cs336_basics.train.merge_log import MergeLog, compression_curve, readable_token
 
@@ -31,10 +32,6 @@ KINDS = {
     "partial": "part of one UTF-8 character",
     "crossing": "crossing a character boundary",
 }
-
-
-class MissingExtra(RuntimeError):
-    """An optional dependency is not installed; the message names the extra that brings it."""
 
 
 def classify_token(token: bytes) -> str:
@@ -453,10 +450,7 @@ def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise MissingExtra(
-            "bpe report draws its plots with matplotlib, which is not installed: install the `report` extra "
-            "(pip install 'cs336-basics[report]', or uv sync --extra report)"
-        ) from None
+        raise missing_extra("report", "bpe report's plots", package="matplotlib", instead="or uv sync --extra report") from None
 
 
 def _figure(width: float, height: float):

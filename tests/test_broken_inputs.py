@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main as bpe_main
 from cs336_basics.corpora import executors, sources
@@ -564,7 +565,7 @@ def test_a_catastrophic_regex_from_a_file_is_stopped(tmp_path, capsys, tokenizer
     assert hostile.pattern == CATASTROPHIC  # one Split alone reads as the custom regex it is
     assert hostile.decode(hostile.encode("aac a c")) == "aac a c"
     started = time.perf_counter()
-    with pytest.raises(patterns.PatternTimeout, match="backtracks catastrophically"):
+    with pytest.raises(errors.PatternTimeout, match="backtracks catastrophically"):
         hostile.encode("a" * 60)
     assert time.perf_counter() - started < 5
     code, out, err = run_bpe(capsys, ["inspect", "a" * 60, "--tokenizer", path])
@@ -572,9 +573,9 @@ def test_a_catastrophic_regex_from_a_file_is_stopped(tmp_path, capsys, tokenizer
     assert f"the pattern of {path}" in one_line(err)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("hello " + "a" * 60)
-    with pytest.raises(patterns.PatternTimeout):
+    with pytest.raises(errors.PatternTimeout):
         train_bpe(corpus, 300, [], pattern=CATASTROPHIC, num_workers=1)
-    with pytest.raises(patterns.PatternTimeout):
+    with pytest.raises(errors.PatternTimeout):
         hostile.encode_file(corpus, tmp_path / "ids.npy", num_workers=1)
     assert not (tmp_path / "ids.npy").exists()
 
@@ -586,7 +587,7 @@ def test_the_named_patterns_run_without_a_time_limit(monkeypatch, tokenizer):
         named = Tokenizer(tokenizer.vocab, tokenizer.merges, [EOT], pattern=name)
         assert named.decode(named.encode(TEXT)) == TEXT
     custom = Tokenizer(tokenizer.vocab, tokenizer.merges, [EOT], pattern=r"\p{L}+|\s+|.")
-    with pytest.raises(patterns.PatternTimeout):
+    with pytest.raises(errors.PatternTimeout):
         custom.encode(TEXT)
 
 

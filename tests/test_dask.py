@@ -12,7 +12,8 @@ import pytest
 
 from cs336_basics.bpe import train_bpe
 from cs336_basics.cli import main
-from cs336_basics.corpora.executors import WorkerError, dask_executor
+from cs336_basics.corpora.executors import dask_executor
+from cs336_basics.errors import WorkerError
 from tests.test_sources import DOCS, EOT, VOCAB, TEXT, WRITERS, FaultyExecutor, write_jsonl
 
 # Imported in the fixture, not here: importing distributed takes seconds, which every collection of

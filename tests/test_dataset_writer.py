@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.datasets import layout, store, writer
@@ -391,7 +392,7 @@ def test_a_file_size_limit_in_the_workers_names_the_file_and_a_second_run_finish
 def test_two_runs_on_one_directory_are_refused(tmp_path, tokenizer, corpus, capsys):
     (tmp_path / "ds").mkdir()
     with writer.locked(tmp_path / "ds"):
-        with pytest.raises(writer.DatasetBusy, match=f"{tmp_path / 'ds'}: another run is writing this dataset"):
+        with pytest.raises(errors.DatasetBusy, match=f"{tmp_path / 'ds'}: another run is writing this dataset"):
             tokenizer.encode_dataset(corpus, tmp_path / "ds", num_workers=1)
         tokenizer.save_pretrained(tmp_path / "tok")
         assert main(["encode", "--tokenizer", str(tmp_path / "tok"), str(corpus), "--out", str(tmp_path / "ds"),

@@ -11,7 +11,7 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 
 from cs336_basics.corpora import executors
-from cs336_basics.corpora.executors import WorkerError
+from cs336_basics.errors import WorkerError
 
 
 class Manual(Executor):

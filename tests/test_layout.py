@@ -8,13 +8,15 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "cs336_basics"
 
 # What each package may import of ours (README's Layout section says the same).
+# `errors` (one module, importing nothing of ours) holds the errors every package raises.
 ALLOWED = {
-    "text": set(),
-    "corpora": {"text"},
-    "formats": {"text"},
-    "train": {"text", "corpora"},
-    "encode": {"text", "corpora", "formats"},
-    "datasets": {"text", "corpora", "formats", "encode"},
+    "errors": set(),
+    "text": {"errors"},
+    "corpora": {"errors", "text"},
+    "formats": {"errors", "text"},
+    "train": {"errors", "text", "corpora"},
+    "encode": {"errors", "text", "corpora", "formats"},
+    "datasets": {"errors", "text", "corpora", "formats", "encode"},
 }
 # The top-level modules, each of which may import the packages and the ones before it in this list.
 TOP = ["bpe", "report", "serve", "cli"]
@@ -81,7 +83,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_every_module_lives_in_a_package_by_job_or_is_the_face():
     units = set(import_graph())
     assert units == set(ALLOWED) | set(TOP), f"modules outside the layout: {sorted(units - set(ALLOWED) - set(TOP))}"
-    for package in ALLOWED:
+    for package in set(ALLOWED) - {"errors"}:
         doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text()))
         assert doc, f"cs336_basics/{package}/__init__.py should say what the package is for"
 

@@ -14,6 +14,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.corpora.cutting import find_safe_cut
 from cs336_basics.text import patterns
@@ -134,7 +135,7 @@ def test_a_custom_pattern_running_past_its_time_limit_is_stopped_naming_it(monke
     pattern = r"\p{L}+|\p{N}+|[^\p{L}\p{N}\s]+|\s+(?!\S)|\s+"  # 30 to 60 characters: named whole
     monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
     monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
-    with pytest.raises(patterns.PatternTimeout) as e:
+    with pytest.raises(errors.PatternTimeout) as e:
         patterns.get(pattern).pretokens("some words 12 and more, " * 2000)
     assert all(w in str(e.value) for w in [repr(pattern), "ran for over 0 s", "48,000 characters", "'some words"]), str(e.value)
 

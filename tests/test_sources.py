@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.corpora import sources
-from cs336_basics.corpora.executors import WorkerError
+from cs336_basics.errors import WorkerError
 from tests.reference import reference_train_bpe
 
 EOT = "<|endoftext|>"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.bpe import train_bpe, train_bpe_from_iterator
-from cs336_basics.corpora.executors import WorkerError
+from cs336_basics.errors import WorkerError
 from cs336_basics.train import counting
 from tests.common import FIXTURES_PATH
 

@@ -17,9 +17,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from itertools import islice
 
-
-class WorkerError(RuntimeError):
-    """A worker died or the executor stopped working; nothing was written."""
+from cs336_basics.errors import WorkerError, missing_extra
 
 
 def process_context():
@@ -141,8 +139,7 @@ def dask_executor(address: str, *, timeout: float | None = None):
     try:
         from distributed import Client
     except ImportError:
-        raise ImportError("--dask-scheduler needs the optional dependency 'dask': "
-                          "pip install 'cs336-basics[dask]'") from None
+        raise missing_extra("dask", "--dask-scheduler", package="Dask's distributed") from None
     refused = _connection_refused(address)
     if refused is not None:
         raise WorkerError(f"cannot reach the Dask scheduler at {address}: {refused.strerror or refused}")

@@ -45,17 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cs336_basics.corpora import cutting
+from cs336_basics.errors import missing_extra
 from cs336_basics.text import patterns
 from cs336_basics.text.surrogates import fix_surrogates
 
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 DEFAULT_TEXT_FIELD = "text"
 _GLOB_CHARS = set("*?[")
-
-
-def missing_extra(extra: str, what: str) -> ImportError:
-    """The error for an optional dependency that is not installed, naming the extra that brings it."""
-    return ImportError(f"{what} needs the optional dependency '{extra}': pip install 'cs336-basics[{extra}]'")
 
 
 @dataclass(frozen=True)
@@ -306,7 +302,7 @@ class _ZstdFrames:
         try:
             import zstandard
         except ImportError:
-            raise missing_extra("zstd", f"reading {path}") from None
+            raise missing_extra("zstd", f"reading {path}", package="zstandard") from None
         self.raw = raw
         self.new = zstandard.ZstdDecompressor().decompressobj
         self.zstd_error = zstandard.ZstdError
@@ -338,7 +334,7 @@ def _parquet():
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise missing_extra("parquet", "reading Parquet files") from None
+        raise missing_extra("parquet", "reading Parquet files", package="pyarrow") from None
     return pq
 
 

@@ -53,6 +53,7 @@ from cs336_basics.datasets import layout
 from cs336_basics.datasets.store import Store
 from cs336_basics.encode import engines, token_arrays
 from cs336_basics.encode.token_arrays import choose_dtype, encode_unit, tokenizer_state
+from cs336_basics.errors import DatasetBusy
 from cs336_basics.formats import hf
 
 DEFAULT_SHARD_SIZE = 256 << 20  # bytes of ids per shard, about
@@ -61,10 +62,6 @@ BYTES_PER_TOKEN = 4  # bytes of input per token, to plan shards: about right for
 WORK = ".work"  # parts, records and the plan of an unfinished run
 LOCK = ".lock"
 PLAN = "plan.json"
-
-
-class DatasetBusy(RuntimeError):
-    """Another run holds the dataset directory."""
 
 
 @dataclass(frozen=True)

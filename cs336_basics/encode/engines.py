@@ -41,6 +41,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from cs336_basics.errors import missing_extra
 from cs336_basics.formats.tiktoken import ranks_from_vocab
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import special_token_regex
@@ -169,8 +170,7 @@ def choose(tokenizer, engine: str = "auto", *, threads: int = 1, input_bytes: in
                                 "gives our ids would cost more than it saves")
     if _tiktoken() is None:
         if engine == "tiktoken":
-            raise ImportError("engine 'tiktoken' needs tiktoken, which is not installed: "
-                              "pip install 'cs336-basics[tiktoken]' (or use engine 'python')")
+            raise missing_extra("tiktoken", "engine 'tiktoken'", instead="or use engine 'python'")
         return Choice("python", "tiktoken is not installed")
     key, pat_str, ranks, why_not = _check(tokenizer)
     if why_not is not None:

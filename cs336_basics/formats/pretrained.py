@@ -30,6 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cs336_basics.errors import missing_extra
 from cs336_basics.formats import gpt2, hf, staged
 from cs336_basics.formats.tiktoken import load_ranks, ranks_from_vocab, read_rank_file, recover_merges, vocab_from_ranks
 from cs336_basics.text import patterns, pipelines
@@ -123,10 +124,7 @@ def _tiktoken():
     try:
         import tiktoken
     except ImportError:
-        raise ImportError(
-            "the pretrained encodings are read through tiktoken, which is not installed: "
-            "pip install 'cs336-basics[tiktoken]' (or pip install tiktoken)"
-        ) from None
+        raise missing_extra("tiktoken", "reading the pretrained encodings", instead="or pip install tiktoken") from None
     return tiktoken
 
 

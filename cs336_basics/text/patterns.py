@@ -45,6 +45,7 @@ from functools import lru_cache
 
 import regex
 
+from cs336_basics.errors import PatternTimeout
 from cs336_basics.text import pipelines
 
 GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -80,10 +81,6 @@ _A_NAME = re.compile(r"\w+")
 # catastrophic backtracking, which can take years on a line of 50 characters.
 TIMEOUT_SECONDS = 10.0
 TIMEOUT_SECONDS_PER_MB = 10.0
-
-
-class PatternTimeout(ValueError):
-    """A custom regex ran past its time limit on a document (see `custom_timeout`)."""
 
 
 def custom_timeout(length: int) -> float:

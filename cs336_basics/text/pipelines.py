@@ -55,6 +55,7 @@ from itertools import chain
 
 import regex
 
+from cs336_basics.errors import PatternTimeout
 PREFIX = "hf-pipeline:"
 
 NORMALIZERS = ("NFC", "NFKC", "NFD", "NFKD")
@@ -145,7 +146,7 @@ class SplitStep:
         try:
             spans = self._spans(piece)
         except TimeoutError:
-            from cs336_basics.text.patterns import PatternTimeout, custom_timeout
+            from cs336_basics.text.patterns import custom_timeout
 
             raise PatternTimeout(
                 f"Split regex {self.source[:60]!r} ran for over {custom_timeout(len(piece)):.0f} s on a piece of "

@@ -23,6 +23,7 @@ from functools import partial
 from itertools import islice
 
 from cs336_basics.corpora import executors, sources
+from cs336_basics.errors import WorkerError
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import count_chunks, pretoken_counts, special_token_regex
 from cs336_basics.text.surrogates import fix_surrogates
@@ -521,14 +522,14 @@ def _get(results, workers) -> PackedCounts:
             message = results.get(timeout=0.1)
         except queue.Empty:
             if any(w.exitcode not in (None, 0) for w in workers):
-                raise executors.WorkerError("a worker process died (killed, or out of memory?) while counting; "
+                raise WorkerError("a worker process died (killed, or out of memory?) while counting; "
                                             "nothing was learned") from None
             if not all(w.exitcode == 0 for w in workers):
                 continue
             try:  # every worker is gone: what they put may still be on its way
                 message = results.get(timeout=5)
             except queue.Empty:
-                raise executors.WorkerError("the workers ended without sending their counts") from None
+                raise WorkerError("the workers ended without sending their counts") from None
         if message[0] == "error":
             raise _ERRORS.get(message[1], RuntimeError)(message[2])
         return message[1]

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from itertools import groupby
 from multiprocessing.connection import Connection
 
+from cs336_basics.errors import WorkerError
 from cs336_basics.train import allocator
 
 
@@ -611,7 +612,7 @@ class _RemoteShard:
             return self.outbox.recv()
         except EOFError:
             code = self.process.wait()
-            raise RuntimeError(f"merge worker process {self.process.pid} died (exit code {code})") from None
+            raise WorkerError(f"a merge worker process ({self.process.pid}) died (exit code {code}; killed, or out of memory?); nothing was written") from None
 
     def close(self) -> None:
         self._send(None)
