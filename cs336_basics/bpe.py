@@ -312,7 +312,7 @@ class Tokenizer:
         whole = None
         if pipeline is not None:
             fixed, whole = self._set_up_pipeline(pipeline, fixed, codec)
-        self._cache = EncodeCache(
+        self.cache = EncodeCache(
             self._table, cache_size, pretokenizer=pretokenizer, codec=codec, fixed=fixed, whole=whole,
         )
         self._split = pretokenizer.chunks if pretokenizer.boundary else pretokenizer.pretokens
@@ -320,11 +320,11 @@ class Tokenizer:
         # the corpus paths, which cut files into pieces): before any special token, but under a pipeline
         # that matches added tokens in two rounds only before those of the first round and the normalized
         # ones `_cut_before_normalized` allows (the text around others is normalized, or matched, with them).
-        self._cut_tokens = self.special_tokens
+        self.cut_tokens = self.special_tokens
         if pipeline is not None and not self._plain_added:
             normalized = [t for t in self.special_tokens if pipeline.is_normalized(t)]
             allowed = set(_cut_before_normalized(normalized, self.special_tokens))
-            self._cut_tokens = [t for t in self.special_tokens if not pipeline.is_normalized(t) or t in allowed]
+            self.cut_tokens = [t for t in self.special_tokens if not pipeline.is_normalized(t) or t in allowed]
         if pipeline is not None and not pretokenizer.boundary:
             self._split = pipeline.pretokens  # of text already normalized
 
@@ -489,7 +489,7 @@ class Tokenizer:
                 if len(chunks) >= _CHUNKS_PER_CALL:
                     out.append(self._encode_chunks(chunks))
                     chunks = []
-        out.append(self._cache.encode(chunks))
+        out.append(self.cache.encode(chunks))
         return b"".join(out)
 
     def _pipeline_keys(self, text: str) -> list[str]:
@@ -519,7 +519,7 @@ class Tokenizer:
 
     def _encode_chunks(self, chunks: list[str]) -> bytes:
         """The packed ids of chunks, handed to the cache `_CHUNKS_PER_CALL` at a time."""
-        encode = self._cache.encode
+        encode = self.cache.encode
         if len(chunks) <= _CHUNKS_PER_CALL:
             return encode(chunks)
         return b"".join([encode(chunks[i : i + _CHUNKS_PER_CALL]) for i in range(0, len(chunks), _CHUNKS_PER_CALL)])
@@ -567,7 +567,7 @@ class Tokenizer:
                 break
             m = last_boundary.match(text, start, limit + 1) if last_boundary is not None else None
             cut = m.end() if m else -1
-            for token in self._cut_tokens:
+            for token in self.cut_tokens:
                 cut = max(cut, text.rfind(token, start, limit + len(token)))
             if cut < max(start, 1):
                 break
@@ -621,7 +621,7 @@ class Tokenizer:
         if num_workers is None:
             num_workers = default_num_workers(sum(f.size for f in files))
         units = sources.plan_units(
-            files, piece_size=piece_size, special_tokens=self._cut_tokens, text_field=text_field,
+            files, piece_size=piece_size, special_tokens=self.cut_tokens, text_field=text_field,
             pattern=self.pattern,
         )
         return encode_files(

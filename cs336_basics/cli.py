@@ -485,7 +485,7 @@ def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progr
     `engines.choose`; the Python engine when None), which gives the same ids as `encode`."""
     engine = engine or engines.choose(tokenizer, "python")
     stats = report.TextStats()
-    units = sources.plan_units(files, piece_size=1 << 22, special_tokens=tokenizer._cut_tokens,
+    units = sources.plan_units(files, piece_size=1 << 22, special_tokens=tokenizer.cut_tokens,
                                text_field=text_field, pattern=tokenizer.pattern)
     done = 0
     for unit in units:

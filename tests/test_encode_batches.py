@@ -62,7 +62,7 @@ def test_batches_match_the_reference_through_cache_rollovers(trained, texts, cac
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern, cache_size=cache_size)
     for text in texts + texts[:2]:
         assert tokenizer.encode(text) == reference(text, tokenizer, specials)
-    cache = tokenizer._cache
+    cache = tokenizer.cache
     assert len(cache) <= cache_size and len(cache._old) <= cache_size
     assert len(cache._parts) <= cache_size
     assert not set(cache) & set(specials), "special tokens are never stored"
@@ -243,13 +243,13 @@ def test_non_ascii_pre_tokens_are_cut_when_few_merges_join_their_bytes(trained):
     assert not build_merge_table(vocabulary_of(more), more).cut_non_ascii
     tokenizer = Tokenizer(vocab, merges)
     tokenizer.encode("Straße über 中文 Straße")
-    assert len(tokenizer._cache._parts) > 3  # the parts of the non-ASCII pre-tokens
+    assert len(tokenizer.cache._parts) > 3  # the parts of the non-ASCII pre-tokens
 
 
 def test_pre_tokens_of_a_new_chunk_come_from_the_old_generation(trained):
     vocab, merges = trained
     tokenizer = Tokenizer(vocab, merges, [EOT], cache_size=2)
-    cache = tokenizer._cache
+    cache = tokenizer.cache
     tokenizer.encode(" the,")  # pre-tokens " the" and "," fill the generation; the chunk starts a new one
     assert set(cache._old) == {" the", ","} and set(cache) == {" the,"}
     table, cache._table = cache._table, None  # BPE would fail now
@@ -270,7 +270,7 @@ def test_long_chunks_are_not_kept(trained):
         tokenizer = Tokenizer(vocab, merges, [EOT], cache_size=cache_size)
         long = " " + "ab" * 40
         assert tokenizer.encode(long + long[:64]) == reference(long + long[:64], tokenizer, [EOT])
-        assert long not in tokenizer._cache and long[:64] in tokenizer._cache
+        assert long not in tokenizer.cache and long[:64] in tokenizer.cache
 
 
 def test_missing_chunks_in_several_batches(trained, monkeypatch):
@@ -293,27 +293,27 @@ def test_workers_share_computed_entries_through_files(tmp_path, trained):
 
     vocab, merges = trained
     a, b = Tokenizer(vocab, merges, [EOT]), Tokenizer(vocab, merges, [EOT])
-    a._cache.start_learning()
+    a.cache.start_learning()
     share_a, share_b = _SharedCache(tmp_path, "a.cache"), _SharedCache(tmp_path, "b.cache")
     text = (FIXTURES_PATH / "german.txt").read_bytes().decode("utf-8")[:3000] + EOT + " über"
     a.encode(text[:1000])
-    share_a.publish(a._cache)
-    share_b.absorb(b._cache)
+    share_a.publish(a.cache)
+    share_b.absorb(b.cache)
     a.encode(text)
-    share_a.publish(a._cache)
-    assert not a._cache.take_learned()  # taken once
-    share_b.absorb(b._cache)
+    share_a.publish(a.cache)
+    assert not a.cache.take_learned()  # taken once
+    share_b.absorb(b.cache)
     assert share_b.read_to["a.cache"] == (tmp_path / "a.cache").stat().st_size
     # A record still being written is left for later.
     with open(tmp_path / "a.cache", "ab") as f:
         f.write((1000).to_bytes(8, "little") + b"\0" * 10)
-    share_b.absorb(b._cache)
-    table, b._cache._table = b._cache._table, None  # BPE would fail now: all comes from a's file
+    share_b.absorb(b.cache)
+    table, b.cache._table = b.cache._table, None  # BPE would fail now: all comes from a's file
     assert b.encode(text) == reference(text, b, [EOT])
-    b._cache._table = table
+    b.cache._table = table
     assert share_b.read_to["a.cache"] < (tmp_path / "a.cache").stat().st_size
-    share_b.absorb(b._cache)  # nothing new: the incomplete record is not read
-    assert len(b._cache) == len(a._cache)
+    share_b.absorb(b.cache)  # nothing new: the incomplete record is not read
+    assert len(b.cache) == len(a.cache)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

@@ -57,7 +57,7 @@ def test_documents_handed_over_in_calls_of_any_size(trained, texts, per_call, pa
 
 def chunk_ids(tokenizer: Tokenizer, chunks: list[str]) -> list[int]:
     """The ids of `EncodeCache.encode(chunks)`, unpacked."""
-    return np.frombuffer(tokenizer._cache.encode(chunks), dtype=tokenizer.packed_dtype).tolist()
+    return np.frombuffer(tokenizer.cache.encode(chunks), dtype=tokenizer.packed_dtype).tolist()
 
 
 POOL = [" the", " and", ",", " über", "\n", " Zebra", " qqq", "xyz", " 7", "!!", " a", " b", " c", " d"]

@@ -141,14 +141,14 @@ def test_small_caches_roll_over_and_change_nothing(trained, cache_size):
     expected = tiktoken_for(tokenizer.vocab, specials).encode(text, allowed_special=set(specials))
     assert tokenizer.encode(text) == expected
     assert tokenizer.encode(text) == expected  # again, now partly served from the cache's two generations
-    cache = tokenizer._cache
+    cache = tokenizer.cache
     assert 0 < len(cache) <= cache_size and 0 < len(cache._old) <= cache_size
 
 
 def test_cache_keeps_what_is_used_and_drops_what_is_not(trained):
     vocab, merges, specials = trained
     tokenizer = Tokenizer(vocab, merges, specials, cache_size=2)
-    cache = tokenizer._cache
+    cache = tokenizer.cache
     tokenizer.encode(" the cat")  # two chunks: " the", " cat"
     assert set(cache) == {" the", " cat"} and not cache._old
     tokenizer.encode(" dog")  # full: the two become the old generation
@@ -547,9 +547,9 @@ def test_cache_serves_the_old_generation_without_bpe(trained):
     tokenizer = Tokenizer(vocab, merges, specials, cache_size=2)
     expected = tokenizer.encode(" the cat")
     tokenizer.encode(" dog")  # " the" and " cat" are now the old generation
-    table, tokenizer._cache._table = tokenizer._cache._table, None  # BPE would fail now
+    table, tokenizer.cache._table = tokenizer.cache._table, None  # BPE would fail now
     assert tokenizer.encode(" the cat") == expected
-    tokenizer._cache._table = table
+    tokenizer.cache._table = table
 
 
 def test_cache_keeps_keys_up_to_64_characters(trained):
@@ -559,4 +559,4 @@ def test_cache_keeps_keys_up_to_64_characters(trained):
         word = " " + "ab" * 40
         word = word[:n]
         tokenizer.encode(word)
-        assert (word in tokenizer._cache) == kept
+        assert (word in tokenizer.cache) == kept

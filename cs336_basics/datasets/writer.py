@@ -542,7 +542,7 @@ def write_dataset(
     engine = engines.choose(tokenizer, engine, input_bytes=sum(f.size for f in files))
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     piece_size = piece_size or piece_size_for(shard_size)
-    units = sources.plan_units(files, piece_size=piece_size, special_tokens=tokenizer._cut_tokens,
+    units = sources.plan_units(files, piece_size=piece_size, special_tokens=tokenizer.cut_tokens,
                                text_field=text_field, pattern=tokenizer.pattern)
     shards = plan_shards(units, shard_size, out_dtype.itemsize)
     head = _head(tokenizer, files, units, out_dtype, shard_size, piece_size)

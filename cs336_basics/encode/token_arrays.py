@@ -216,9 +216,9 @@ def _in_worker(encode: Callable, key: str, state: tuple | None, work, dtype: str
     tokenizer = _worker_tokenizers[key]
     if _shared is None or engine is not None and engine.engine == "tiktoken":
         return encode(tokenizer, work, dtype, engine)
-    _shared.absorb(tokenizer._cache)
+    _shared.absorb(tokenizer.cache)
     result = encode(tokenizer, work, dtype, engine)
-    _shared.publish(tokenizer._cache)
+    _shared.publish(tokenizer.cache)
     return result
 
 
