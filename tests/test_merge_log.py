@@ -1,6 +1,7 @@
 """The merge log (each merge's count and the corpus length after it), checked against the slow
 reference trainer and against encoding; its TSV file; the readable form of tokens; the curve."""
 
+import csv
 import os
 import re
 from collections import Counter
@@ -14,7 +15,15 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.report import truncated
 from cs336_basics.train.merge import train_merges
-from cs336_basics.train.merge_log import COLUMNS, MergeLog, compression_curve, read_merge_log, readable_token
+from cs336_basics.text import tsv
+from cs336_basics.train.merge_log import (
+    COLUMNS,
+    MergeLog,
+    compression_curve,
+    merge_log_tsv,
+    read_merge_log,
+    readable_token,
+)
 from tests.common import FIXTURES_PATH
 from tests.reference import (
     GPT2_PATTERN,
@@ -150,23 +159,26 @@ def test_bpe_train_writes_the_merge_log(tmp_path, capsys):
     assert main(["train", str(path), "--vocab-size", "400", "--special-token", EOT, "--out", str(tmp_path), "--quiet"]) == 0
     assert "merge_log.tsv" in capsys.readouterr().out
     lines = (tmp_path / "merge_log.tsv").read_text(encoding="utf-8").splitlines()
-    assert lines[0].split("\t") == COLUMNS + ["occurrences"]
+    with open(tmp_path / "merge_log.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t"))  # as csv reads it: the token `"` is a quoted cell
+    assert len(rows) == len(lines)
+    assert rows[0] == COLUMNS + ["occurrences"]
     assert COLUMNS == ["rank", "id", "left", "right", "token", "count", "tokens"]
     reference_log: list[tuple[int, int]] = []
     _, merges = reference_train_bpe(path.read_bytes().decode("utf-8"), 400, [EOT], merge_log=reference_log)
     assert len(lines) == 2 + 256 + len(merges)
     text = path.read_bytes().decode("utf-8")
     corpus_bytes = len(text.encode()) - text.count(EOT) * len(EOT)
-    assert lines[1].split("\t") == [""] * 6 + [str(corpus_bytes), ""]  # the corpus before any merge
+    assert rows[1] == [""] * 6 + [str(corpus_bytes), ""]  # the corpus before any merge
     # The bytes' rows: id, token and occurrences (checked against encoding in test_under_trained.py).
-    assert [line.split("\t")[:7] for line in lines[2:258]] == [["", str(b), "", "", readable_token(bytes([b])), "", ""]
-                                                               for b in range(256)]
-    for rank, (line, (left, right), (count, tokens)) in enumerate(zip(lines[258:], merges, reference_log)):
+    assert [row[:7] for row in rows[2:258]] == [["", str(b), "", "", readable_token(bytes([b])), "", ""]
+                                                for b in range(256)]
+    for rank, (row, (left, right), (count, tokens)) in enumerate(zip(rows[258:], merges, reference_log)):
         expected = [str(rank), str(256 + rank), readable_token(left), readable_token(right),
                     readable_token(left + right), str(count), str(tokens)]
-        assert line.split("\t")[:7] == expected
+        assert row[:7] == expected
     merged = [readable_token(left + right) for left, right in merges]
-    occurrences = [int(line.split("\t")[7]) for line in lines[2:]]
+    occurrences = [int(row[7]) for row in rows[2:]]
     assert read_merge_log(tmp_path / "merge_log.tsv") == MergeLog(corpus_bytes, reference_log, merged, occurrences)
 
 
@@ -186,6 +198,107 @@ def test_bad_merge_log_names_file_and_line(tmp_path, content, message):
     with pytest.raises(ValueError, match=re.escape(message)) as e:
         read_merge_log(path)
     assert str(path) in str(e.value)
+
+
+# --- merge_log.tsv read by pandas and csv ---------------------------------------------------------
+
+# What pandas reads as a missing value by default, quoted or not (its documented `na_values`).
+PANDAS_NA = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+             "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
+TRICKY = [b'"', b'""', b'"NA"', b'a"b', b"NA", b"null", b"nan", b"NaN", b"None", b"N/A", b"#N/A", b"<NA>", b"",
+          b" ", b"  ", b"\t", b"\n", b"\r\n", b"1", b"1.5", b"-nan", b"#", b"\\", b"\xef\xbb\xbf", b",", b"'"]
+tokens = st.sampled_from(TRICKY) | st.binary(max_size=4)
+# A token is never empty: an empty piece joins a drawn neighbour.
+merge_pairs = st.lists(st.tuples(tokens, tokens).filter(lambda p: p[0] and p[1]), max_size=8)
+
+
+def write_log(tmp_path, merges, occurrences=True):
+    steps = [(7 + i, 100 - i) for i in range(len(merges))]
+    counts = list(range(256 + len(merges))) if occurrences else None
+    log = MergeLog(1000, steps, None, counts)
+    path = tmp_path / "merge_log.tsv"
+    path.write_text(merge_log_tsv(merges, log), encoding="utf-8")
+    return path, log
+
+
+def shown_cells(merges, occurrences=True):
+    """The left, right and token cells of each row after the header, as `readable_token` shows them."""
+    rows = [("", "", "")] + ([("", "", readable_token(bytes([b]))) for b in range(256)] if occurrences else [])
+    return rows + [(readable_token(left), readable_token(right), readable_token(left + right)) for left, right in merges]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(merges=merge_pairs, occurrences=st.booleans())
+def test_merge_log_reads_the_same_with_ours_csv_and_pandas(tmp_path, merges, occurrences):
+    pd = pytest.importorskip("pandas")
+    path, log = write_log(tmp_path, merges, occurrences)
+    expected = shown_cells(merges, occurrences)
+    merged = [token for _, _, token in expected[257 if occurrences else 1:]]
+    assert read_merge_log(path) == MergeLog(log.corpus_bytes, log.steps, merged, log.occurrences)
+
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert [(r["left"], r["right"], r["token"]) for r in rows] == expected
+    assert [r["count"] for r in rows[len(rows) - len(merges):]] == [str(c) for c, _ in log.steps]
+
+    # The call README gives: missing-value markers stay text, empty cells are missing.
+    table = pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""])
+    assert list(table.columns) == (COLUMNS + ["occurrences"] if occurrences else COLUMNS)
+    assert len(table) == len(expected)
+    assert list(table["tokens"])[:1] + list(table["count"])[len(table) - len(merges):] == [1000] + [c for c, _ in log.steps]
+    as_text = pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""],
+                          dtype={"left": str, "right": str, "token": str})
+    cells = as_text[["left", "right", "token"]].fillna("").itertuples(index=False, name=None)
+    assert list(cells) == expected
+    if occurrences:  # the bytes' rows make the token column text even without dtype=
+        assert list(table["token"].fillna("")) == [token for _, _, token in expected]
+
+    # pandas' defaults: every row and column reads right; only what pandas calls missing is NaN.
+    default = pd.read_csv(path, sep="\t")
+    assert default.shape == table.shape
+    if occurrences:
+        for got, (_, _, want) in zip(default["token"], expected):
+            assert (pd.isna(got) and want in PANDAS_NA) or got == want
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.text(max_size=5) | st.sampled_from(sorted(PANDAS_NA) + ['"', "\t", "\n", "\r", '"\t"']),
+                         min_size=2, max_size=2), min_size=1, max_size=6))
+def test_any_cells_round_trip_through_tsv_csv_and_pandas(tmp_path, table):
+    pd = pytest.importorskip("pandas")
+    text = "".join(tsv.row(r) + "\n" for r in [["a", "b"]] + table)
+    assert tsv.read_rows(text) == [["a", "b"]] + table
+    path = tmp_path / "table.tsv"
+    path.write_text(text, encoding="utf-8", newline="")
+    with open(path, encoding="utf-8", newline="") as f:
+        assert list(csv.reader(f, delimiter="\t")) == [["a", "b"]] + table
+    read = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, skip_blank_lines=False)
+    assert [list(r) for r in read.itertuples(index=False, name=None)] == table
+
+
+@pytest.mark.parametrize("cell, written", [("a", "a"), ('"', '""""'), ('a"b', '"a""b"'), ("a\tb", '"a\tb"'),
+                                           ("a\nb", '"a\nb"'), ("NA", "NA"), ("", ""), (12, "12")])
+def test_tsv_quotes_only_cells_that_need_it(cell, written):
+    assert tsv.cell(cell) == written
+
+
+def test_merge_logs_written_before_quoting_still_read(tmp_path):
+    # Written the old way: cells as they are, a token `"` bare. The merges make `""` and `""""`, whose
+    # cells would also be valid quoted cells: the bare `"` cells show the file is of the old kind.
+    merges = [(b'"', b'"'), (b'""', b'""'), (b"N", b"A")]
+    shown = shown_cells(merges)
+    header, start = COLUMNS + ["occurrences"], [""] * 6 + ["1000", ""]
+    bytes_rows = [["", b, "", "", shown[1 + b][2], "", "", b] for b in range(256)]
+    merge_rows = [[rank, 256 + rank, *shown[257 + rank], 7 + rank, 100 - rank, 256 + rank] for rank in range(3)]
+    new, log = write_log(tmp_path, merges)
+    expected = MergeLog(1000, [(7, 100), (8, 99), (9, 98)], ['""', '""""', "NA"], log.occurrences)
+    assert read_merge_log(new) == expected
+    for rows, want in [([header, start, *bytes_rows, *merge_rows], expected),
+                       ([r[:7] for r in [header, start, *merge_rows]], MergeLog(1000, expected.steps, expected.merged))]:
+        old = tmp_path / "old.tsv"
+        old.write_text("".join("\t".join(map(str, r)) + "\n" for r in rows), encoding="utf-8")
+        assert old.read_text(encoding="utf-8") != new.read_text(encoding="utf-8")
+        assert read_merge_log(old) == want
 
 
 # --- readable tokens -------------------------------------------------------------------------------

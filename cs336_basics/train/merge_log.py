@@ -1,4 +1,4 @@
-"""The merge log: for each merge, how often its pair occurred when it was chosen and how long the
+r"""The merge log: for each merge, how often its pair occurred when it was chosen and how long the
 training corpus became; its file `merge_log.tsv`; and the compression curve it gives for free.
 
 The fact it rests on: a merge replaces every occurrence of its pair, so the corpus length in tokens
@@ -15,12 +15,16 @@ cuts each pre-token exactly as training did). A token whose count falls to (near
 by longer tokens made later: a model's embedding for it would barely be trained.
 
 `readable_token` is the one place that decides how a token's bytes are shown to people: here, in
-`bpe inspect`, `bpe vocab` and the report.
+`bpe inspect`, `bpe vocab` and the report. A shown token has no tab or line break, but may hold `"`
+or read `NA`: the file's cells are written by `text.tsv`, so that pandas
+(`read_csv(path, sep="\t", keep_default_na=False, na_values=[""])`) and `csv` read them as we do.
 """
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from cs336_basics.text import tsv
 
 COLUMNS = ["rank", "id", "left", "right", "token", "count", "tokens"]
 # Files written since the occurrences were added; files with COLUMNS alone are still read.
@@ -96,7 +100,9 @@ def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
     field is `tokens` (its length in bytes); then one row per merge (ranks from 0, ids from 256).
 
     With `log.occurrences`, a last column `occurrences` holds each token's count in the encoded
-    training corpus, and 256 rows for the bytes (id and token only) come before the merges."""
+    training corpus, and 256 rows for the bytes (id and token only) come before the merges.
+
+    Cells are written by `tsv.row`: a token holding `"` is quoted, its `"` doubled."""
     if len(log.steps) != len(merges):
         raise ValueError(f"the merge log has {len(log.steps)} entries for {len(merges)} merges")
     occurrences = log.occurrences
@@ -105,52 +111,49 @@ def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
         raise ValueError(f"the merge log has {len(occurrences)} occurrence counts for {256 + len(merges)} tokens")
     start = [""] * len(columns)
     start[6] = str(log.corpus_bytes)
-    lines = ["\t".join(columns), "\t".join(start)]
+    lines = [tsv.row(columns), tsv.row(start)]
     if occurrences is not None:
-        lines += [f"\t{b}\t\t\t{readable_token(bytes([b]))}\t\t\t{occurrences[b]}" for b in range(256)]
+        lines += [tsv.row(["", b, "", "", readable_token(bytes([b])), "", "", occurrences[b]]) for b in range(256)]
     for rank, ((left, right), (count, tokens)) in enumerate(zip(merges, log.steps)):
         row = [rank, 256 + rank, readable_token(left), readable_token(right), readable_token(left + right), count, tokens]
         if occurrences is not None:
             row.append(occurrences[256 + rank])
-        lines.append("\t".join(map(str, row)))
+        lines.append(tsv.row(row))
     return "\n".join(lines) + "\n"
 
 
 def read_merge_log(path: str | os.PathLike) -> MergeLog:
-    """The merge log in a `merge_log.tsv` (see `merge_log_tsv`), with or without the occurrences.
+    """The merge log in a `merge_log.tsv` (see `merge_log_tsv`), with or without the occurrences,
+    and also one written before its cells were quoted (see `tsv.read_rows`).
 
     Raises ValueError naming the file and line when it is not such a file.
     """
     path = Path(path)
     try:
-        lines = path.read_bytes().decode("utf-8").split("\n")
+        rows = tsv.read_rows(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not UTF-8 at byte {e.start}; not a merge log") from None
-    if lines and lines[-1] == "":
-        lines.pop()
-    header = lines[0].split("\t") if lines else []
+    header = rows[0] if rows else []
     if header not in (COLUMNS, OCCURRENCE_COLUMNS):
         raise ValueError(f"{path}, line 1: expected the header {' '.join(COLUMNS)!r} (and maybe 'occurrences')")
     width = len(header)
-    start = lines[1].split("\t") if len(lines) > 1 else []
+    start = rows[1] if len(rows) > 1 else []
     if len(start) != width or any(start[:6] + start[7:]) or not start[6].isdigit():
         raise ValueError(f"{path}, line 2: expected the corpus length before any merge, in the tokens column alone")
     occurrences: list[int] | None = None
     first_merge = 2
     if width == len(OCCURRENCE_COLUMNS):
         occurrences = []
-        for n, line in enumerate(lines[2:258], start=3):
-            fields = line.split("\t")
+        for n, fields in enumerate(rows[2:258], start=3):
             if len(fields) != width or fields[1] != str(n - 3) or not fields[7].isdigit() or any(fields[2:4] + fields[5:7]):
                 raise ValueError(f"{path}, line {n}: expected the row of byte {n - 3} (its id, token and occurrences); "
-                                 f"got {line[:80]!r}")
+                                 f"got {_shown(fields)}")
             occurrences.append(int(fields[7]))
         if len(occurrences) != 256:
-            raise ValueError(f"{path}, line {len(lines) + 1}: expected the rows of the 256 bytes")
+            raise ValueError(f"{path}, line {len(rows) + 1}: expected the rows of the 256 bytes")
         first_merge = 258
     log, merged = [], []
-    for n, line in enumerate(lines[first_merge:], start=first_merge + 1):
-        fields = line.split("\t")
+    for n, fields in enumerate(rows[first_merge:], start=first_merge + 1):
         try:
             if len(fields) != width:
                 raise ValueError
@@ -160,12 +163,17 @@ def read_merge_log(path: str | os.PathLike) -> MergeLog:
         except ValueError:
             raise ValueError(f"{path}, line {n}: expected {width} tab-separated fields, rank, count, tokens"
                              f"{' and occurrences' if occurrences is not None else ''} whole numbers; "
-                             f"got {line[:80]!r}") from None
+                             f"got {_shown(fields)}") from None
         if rank != len(log):
             raise ValueError(f"{path}, line {n}: rank {rank} where {len(log)} was expected")
         log.append((count, tokens))
         merged.append(fields[4])
     return MergeLog(int(start[6]), log, merged, occurrences)
+
+
+def _shown(fields: list[str]) -> str:
+    """A row of the file, its cells joined by tabs and cut to 80 characters, for a message."""
+    return repr("\t".join(fields)[:80])
 
 
 def compression_curve(log: MergeLog, *, base_vocab_size: int = 256) -> list[tuple[int, float]]:
