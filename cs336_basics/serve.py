@@ -5,17 +5,19 @@ merge that made it, its count in training and whether it is under-trained.
 The server is the standard library's `http.server`, one thread per request. Every id on the page
 comes from `Tokenizer.encode` in this process; the page's script only draws what the server sends:
 
-    GET  /                      the page (styles and script inline; nothing is fetched from elsewhere)
+    GET  /                      the page (styles and script inline; nothing is fetched from elsewhere;
+                                its files are package data of `report`, see `report.files`)
     POST /encode  {"text": s}   {"tokenizers": [{"name", "tokens": [[id, shown, part]], "count", "bytes",
                                 "chars", "bytes_per_token", "chars_per_token"}]}
     GET  /token?t=K&id=N        tokenizer K's token N: {"id", "token", "bytes", "merge", "count",
-                                "occurrences", "under_trained": [why, ...]}
+                                "occurrences", "under_trained": [why, ...], "in_training"}
 
 Safety: the server binds 127.0.0.1 unless another address is asked for explicitly (`allow_remote`),
 and refuses a request body over `max_bytes` (413) before reading it.
 """
 
 import codecs
+import html
 import json
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -40,8 +42,8 @@ class Served:
     made_by: dict[bytes, int] = field(default_factory=dict)
 
     def __post_init__(self):
-        for rank, (left, right) in enumerate(self.tokenizer.merges):
-            self.made_by.setdefault(left + right, rank)
+        for token, rank in report.merge_ranks(self.tokenizer).items():
+            self.made_by.setdefault(token, rank)
 
 
 def is_loopback(host: str) -> bool:
@@ -159,140 +161,13 @@ def token_info(served: Served, token_id: int) -> dict:
 
 
 def _page(names: list[str], max_bytes: int) -> str:
+    """The page with a column for each of `names`, which refuses texts over `max_bytes`."""
     columns = "".join(
-        f'<section class="col" id="col-{k}" data-name="{_escape(name)}"><h2>{_escape(name)}</h2>'
+        f'<section class="col" id="col-{k}" data-name="{html.escape(name)}"><h2>{html.escape(name)}</h2>'
         f'<p class="stats" id="stats-{k}">&nbsp;</p><div class="tokens" id="tokens-{k}"></div>'
         f'<p class="ids" id="ids-{k}"></p><div class="info" id="info-{k}"></div></section>'
         for k, name in enumerate(names)
     )
-    return _TEMPLATE.replace("{columns}", columns).replace("{count}", str(len(names))).replace(
-        "{max_bytes}", str(max_bytes)).replace("{style}", _STYLE).replace("{script}", _SCRIPT)
-
-
-def _escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
-
-
-_TEMPLATE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>BPE tokenizers, live</title>
-<style>{style}</style>
-</head>
-<body data-max-bytes="{max_bytes}">
-<main>
-<header><p class="kicker">byte-level BPE, live</p><h1>Type, and see the text cut into tokens</h1></header>
-<textarea id="text" rows="5" placeholder="Type or paste text here" autofocus spellcheck="false"></textarea>
-<p class="note" id="status">Each colour is one token. Click a token to see its id, bytes, the merge that made it
-and how often it occurred in training.</p>
-<div class="cols" style="grid-template-columns: repeat({count}, minmax(0, 1fr))">{columns}</div>
-</main>
-<script>{script}</script>
-</body>
-</html>
-"""
-
-_STYLE = report.BASE_STYLE + """main { max-width: 1400px; margin: 0 auto; padding: 20px 24px 40px; }
-h1 { margin: 0 0 12px; font-size: 24px; }
-h2 { margin: 0 0 4px; font-size: 17px; overflow-wrap: anywhere; }
-.kicker { margin: 0; color: var(--muted); text-transform: uppercase; letter-spacing: .08em; font-size: 12px; }
-textarea { width: 100%; font: 15px/1.5 ui-monospace, "DejaVu Sans Mono", monospace; padding: 10px 12px;
-  border: 1px solid #cbd5e1; border-radius: 8px; resize: vertical; }
-.note { color: var(--muted); font-size: 14px; margin: 6px 0 14px; }
-.note.error { color: #b91c1c; }
-.cols { display: grid; gap: 14px; }
-.col { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px; min-width: 0; }
-.stats { color: var(--muted); font-size: 13px; margin: 0 0 8px; font-variant-numeric: tabular-nums; }
-.tokens { font: 15px/1.9 ui-monospace, "DejaVu Sans Mono", monospace; white-space: pre-wrap; word-break: break-word;
-  min-height: 3em; }
-.t { border-radius: 3px; padding: 1px 0; cursor: pointer; }
-.c0 { background: #dbeafe; } .c1 { background: #fde68a; } .c2 { background: #bbf7d0; }
-.c3 { background: #fbcfe8; } .c4 { background: #ddd6fe; }
-.t.part { display: inline-block; width: 4px; height: 1.1em; vertical-align: -2px; margin: 0 1px; background: #9ca3af; }
-.t.sel { outline: 2px solid #dc2626; }
-.ids { margin: 8px 0 0; color: var(--muted); font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace;
-  max-height: 5.6em; overflow: auto; overflow-wrap: anywhere; }
-.info { margin-top: 10px; font-size: 13px; }
-.info dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; margin: 0; }
-.info dt { color: var(--muted); }
-.info dd { margin: 0; font-family: ui-monospace, "DejaVu Sans Mono", monospace; overflow-wrap: anywhere; }
-.info .warn { color: #b45309; font-weight: 600; }
-"""
-
-# Sends the text a moment after typing stops, draws the answer, and asks for a token's details on a click.
-# Answers to older requests are dropped, so the page always shows the latest text.
-_SCRIPT = """
-(function () {
-  var box = document.getElementById("text");
-  var status = document.getElementById("status");
-  var maxBytes = Number(document.body.dataset.maxBytes);
-  var sent = 0, timer = null;
-  function el(tag, cls, text) {
-    var x = document.createElement(tag);
-    if (cls) x.className = cls;
-    if (text !== undefined) x.textContent = text;
-    return x;
-  }
-  function draw(k, r) {
-    document.getElementById("stats-" + k).textContent = r.count + " tokens \\u00b7 " + r.bytes + " bytes \\u00b7 " +
-      r.chars + " characters \\u00b7 " + r.bytes_per_token + " bytes/token \\u00b7 " + r.chars_per_token + " characters/token";
-    var out = document.getElementById("tokens-" + k);
-    out.textContent = "";
-    r.tokens.forEach(function (t, n) {
-      var s = el("span", "t c" + (n % 5) + (t[2] ? " part" : ""), t[2] ? "" : t[1]);
-      s.dataset.id = t[0];
-      s.title = "id " + t[0];
-      out.appendChild(s);
-    });
-    out.dataset.count = r.count;
-    document.getElementById("ids-" + k).textContent = r.tokens.map(function (t) { return t[0]; }).join(" ");
-  }
-  function send() {
-    var text = box.value, mine = ++sent;
-    if (new TextEncoder().encode(text).length > maxBytes) {
-      status.textContent = "The text is longer than " + maxBytes + " bytes; only shorter texts are cut.";
-      status.className = "note error";
-      return;
-    }
-    fetch("/encode", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({text: text})})
-      .then(function (r) { return r.json(); })
-      .then(function (r) {
-        if (mine !== sent) return;
-        if (r.error) { status.textContent = r.error; status.className = "note error"; return; }
-        status.className = "note";
-        r.tokenizers.forEach(function (one, k) { draw(k, one); });
-        document.body.dataset.shown = mine;
-        document.body.dataset.shownText = text;
-      });
-  }
-  box.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(send, 120); });
-  document.querySelectorAll(".tokens").forEach(function (out, k) {
-    out.addEventListener("click", function (event) {
-      var t = event.target.closest(".t");
-      if (!t) return;
-      out.querySelectorAll(".sel").forEach(function (x) { x.classList.remove("sel"); });
-      t.classList.add("sel");
-      fetch("/token?t=" + k + "&id=" + t.dataset.id).then(function (r) { return r.json(); }).then(function (r) {
-        var info = document.getElementById("info-" + k), dl = el("dl");
-        function row(name, value, cls) { dl.appendChild(el("dt", "", name)); var d = el("dd", cls || "", value); d.dataset.field = name; dl.appendChild(d); }
-        row("id", String(r.id));
-        row("token", r.token);
-        row("bytes", r.bytes);
-        row("merge", r.merge ? "#" + r.merge.rank + ": " + r.merge.left + " + " + r.merge.right : "none (a byte or special token)");
-        row("count at the merge", r.count === null ? "unknown (no merge log)" : String(r.count));
-        row("in training", r.occurrences === null ? "unknown" : r.occurrences + " occurrences");
-        row("under-trained", r.under_trained.length ? "yes: " + r.under_trained.join("; ") : (r.in_training ? "no" : "no (only unreachability checked)"),
-            r.under_trained.length ? "warn" : "");
-        info.textContent = "";
-        info.appendChild(dl);
-        info.dataset.id = r.id;
-      });
-    });
-  });
-  if (box.value) send();
-})();
-"""
+    style = report.page_file("base.css") + report.page_file("serve.css")
+    return report.page_file("serve.html").replace("{columns}", columns).replace("{count}", str(len(names))).replace(
+        "{max_bytes}", str(max_bytes)).replace("{style}", style).replace("{script}", report.page_file("serve.js"))

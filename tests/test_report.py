@@ -208,7 +208,7 @@ def test_held_out_curve_points_are_measured_with_truncated_merges(trained, monke
     _, tokenizer = trained
     calls = []
     real = report.truncated
-    monkeypatch.setattr(report, "truncated", lambda tok, k: calls.append(k) or real(tok, k))
+    monkeypatch.setattr(report.page, "truncated", lambda tok, k: calls.append(k) or real(tok, k))
     report.build_report(tokenizer, name="x", texts=[report.HeldOut("t", "some text")], pretrained=[], num_points=5)
     assert calls == [0, 30, 61, 122]  # 243 merges: 0, 1/8, 1/4, 1/2 (and all, the tokenizer itself)
 
@@ -216,7 +216,7 @@ def test_held_out_curve_points_are_measured_with_truncated_merges(trained, monke
 def test_sample_spans_cover_the_text_once(trained):
     _, tokenizer = trained
     text = "naïve 日本 <|endoftext|>x\n\ny"
-    spans, count = report._sample_html(tokenizer, text)
+    spans, count = report.sections.sample_html(tokenizer, text)
     assert count == len(tokenizer.encode(text)) == spans.count('<span class="t ')
     shown = "".join(re.findall(r">([^<]*)</span>", spans)).replace("↵", "")
     assert shown.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") == text
