@@ -28,7 +28,9 @@ from hypothesis import strategies as st
 from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
-from cs336_basics.datasets import layout, store, writer
+from cs336_basics.datasets import layout
+from cs336_basics.datasets.directory import LOCK, locked
+from cs336_basics.formats import staged
 from tests.kill_target import release
 from tests.test_sources import DOCS, EOT, VOCAB, WRITERS, write_jsonl, write_txt
 
@@ -96,7 +98,7 @@ def files_of(directory: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(directory)): p.read_bytes()
         for p in sorted(directory.rglob("*"))
-        if p.is_file() and p.name != writer.LOCK
+        if p.is_file() and p.name != LOCK
     }
 
 
@@ -132,7 +134,7 @@ def test_shards_concatenate_to_encode_file(tmp_path_factory, tokenizer, docs, ki
     assert got_starts == starts
     assert (written.tokens, written.documents) == (len(ids), len(starts))
     assert sorted(os.listdir(tmp / "ds")) == sorted(
-        [layout.MANIFEST, writer.LOCK]
+        [layout.MANIFEST, LOCK]
         + [f"{e['name']}{suffix}" for e in manifest["shards"] for suffix in (".npy", ".docs.npy")]
     )
 
@@ -352,7 +354,7 @@ class _FullDisk:
 def test_a_full_disk_names_the_file_and_a_second_run_finishes(tmp_path, tokenizer, corpus, monkeypatch, budget):
     tokenizer.encode_dataset(corpus, tmp_path / "whole", shard_size=200, num_workers=1)
     with monkeypatch.context() as m:
-        m.setattr(store, "_open_local", _FullDisk(budget))
+        m.setattr(staged, "_open_temp", _FullDisk(budget))
         with pytest.raises(OSError, match=f"writing {tmp_path / 'ds'}/.*No space left on device"):
             tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1)
     assert not (tmp_path / "ds" / layout.MANIFEST).exists()
@@ -391,7 +393,7 @@ def test_a_file_size_limit_in_the_workers_names_the_file_and_a_second_run_finish
 
 def test_two_runs_on_one_directory_are_refused(tmp_path, tokenizer, corpus, capsys):
     (tmp_path / "ds").mkdir()
-    with writer.locked(tmp_path / "ds"):
+    with locked(tmp_path / "ds"):
         with pytest.raises(errors.DatasetBusy, match=f"{tmp_path / 'ds'}: another run is writing this dataset"):
             tokenizer.encode_dataset(corpus, tmp_path / "ds", num_workers=1)
         tokenizer.save_pretrained(tmp_path / "tok")

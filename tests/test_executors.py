@@ -117,20 +117,20 @@ class KilledWorker(Exception):
 ])
 def test_a_dead_worker_or_a_failed_cluster_is_a_worker_error(error, message):
     with pytest.raises(WorkerError, match=message):
-        executors._result(_failed(error), None)
+        executors.result_of(_failed(error), None)
 
 
 def test_a_cancelled_task_is_a_worker_error():
     future: Future = Future()
     future.cancel()
     with pytest.raises(WorkerError, match="the executor cancelled a task"):
-        executors._result(future, None)
+        executors.result_of(future, None)
 
 
 def test_other_errors_come_through_unchanged():
     for error in (ValueError("bad"), KeyError("k"), MemoryError()):
         with pytest.raises(type(error)) as raised:
-            executors._result(_failed(error), lambda: None)
+            executors.result_of(_failed(error), lambda: None)
         assert raised.value is error
 
 
@@ -138,7 +138,7 @@ def test_while_waiting_on_wait_is_called_about_ten_times_a_second():
     future: Future = Future()
     calls = []
     threading.Timer(0.45, future.set_result, ["done"]).start()
-    assert executors._result(future, lambda: calls.append(1)) == "done"
+    assert executors.result_of(future, lambda: calls.append(1)) == "done"
     assert 2 <= len(calls) <= 6
 
 
@@ -150,13 +150,13 @@ def test_run_ordered_calls_on_wait_while_it_waits_and_without_it_waits_as_long_a
     assert list(results) == ["late"] and len(calls) >= 2
     future: Future = Future()
     threading.Timer(0.25, future.set_result, ["later"]).start()
-    assert executors._result(future, None) == "later"
+    assert executors.result_of(future, None) == "later"
 
 
 def test_a_task_that_raises_timeout_error_itself_is_not_waited_on_again():
     calls = []
     with pytest.raises(TimeoutError):
-        executors._result(_failed(TimeoutError("the task's own")), lambda: calls.append(1))
+        executors.result_of(_failed(TimeoutError("the task's own")), lambda: calls.append(1))
     assert calls == []
 
 

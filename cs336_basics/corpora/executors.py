@@ -5,6 +5,10 @@ Results come back in the order the work was given, with a bounded number of task
 caller can write each result as it arrives and never holds them all. A worker that dies or an
 executor that breaks becomes `WorkerError`; errors raised by the work itself (a bad record, a file
 that has gone) come through as they were raised.
+
+The one way the package starts, stops and reports its workers: an executor (`local_executor`,
+stopped at once by `stop_now`), or plain processes fed through a queue (`start_processes`,
+`stop_processes`), and `worker_died` for the error when one dies.
 """
 
 import concurrent.futures
@@ -16,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from itertools import islice
+from multiprocessing.process import BaseProcess
 
 from cs336_basics.errors import WorkerError, missing_extra
 
@@ -30,6 +35,35 @@ def local_executor(num_workers: int, *, initializer=None, initargs=()) -> Proces
     return ProcessPoolExecutor(num_workers, mp_context=process_context(), initializer=initializer, initargs=initargs)
 
 
+def start_processes(target: Callable, args: tuple, count: int) -> list[BaseProcess]:
+    """`count` daemon processes (of `process_context()`) running `target(*args)`, started."""
+    ctx = process_context()
+    processes = [ctx.Process(target=target, args=args, daemon=True) for _ in range(count)]
+    for process in processes:
+        process.start()
+    return processes
+
+
+def stop_processes(processes: Iterable[BaseProcess]) -> None:
+    """Terminate the processes still running; they have all ended when this returns (one that
+    SIGTERM has not ended after a second is killed)."""
+    processes = list(processes)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=1)
+        if process.is_alive():  # a forked worker keeps its parent's SIGTERM handler, which may not end it
+            process.kill()
+            process.join()
+
+
+def worker_died(who: str = "a worker process", why: str = "killed, or out of memory?", *, during: str = "",
+                kept: str = "nothing was written") -> WorkerError:
+    """The error for a worker that died: "WHO died (WHY)DURING; KEPT"."""
+    return WorkerError(f"{who} died ({why}){during}; {kept}")
+
+
 def stop_now(executor: ProcessPoolExecutor) -> None:
     """Shut a local executor down without waiting for the tasks that are running: its workers are
     terminated, and have ended when this returns (so nothing they were writing changes after)."""
@@ -41,13 +75,7 @@ def stop_now(executor: ProcessPoolExecutor) -> None:
     processes = list((getattr(executor, "_processes", None) or {}).values())
     manager = getattr(executor, "_executor_manager_thread", None)
     executor.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.join(timeout=1)
-        if process.is_alive():  # a forked worker keeps its parent's SIGTERM handler, which may not end it
-            process.kill()
-            process.join()
+    stop_processes(processes)
     if manager is not None:
         # It cancels the tasks not yet taken and fails those that were running; a limit, as it
         # may wait on a pipe that no worker reads any more.
@@ -92,7 +120,7 @@ def _in_order(executor: Executor, fn: Callable, args: Iterator[tuple], futures: 
     """The results of `futures`, in order, submitting one more task of `args` after each."""
     try:
         while futures:
-            yield _result(futures.popleft(), on_wait)
+            yield result_of(futures.popleft(), on_wait)
             for a in islice(args, 1):
                 futures.append(_submit(executor, fn, a))
     finally:
@@ -108,12 +136,14 @@ def _submit(executor: Executor, fn: Callable, args: tuple) -> Future:
     try:
         return executor.submit(fn, *args)
     except BrokenProcessPool as e:
-        raise WorkerError(f"a worker process died ({e}); nothing was written") from None
+        raise worker_died(why=str(e)) from None
     except RuntimeError as e:  # e.g. "cannot schedule new futures after shutdown"
         raise WorkerError(f"the executor cannot take work: {e}") from None
 
 
-def _result(future: Future, on_wait: Callable[[], None] | None):
+def result_of(future: Future, on_wait: Callable[[], None] | None = None):
+    """The future's result, waited for (calling `on_wait()` about ten times a second meanwhile);
+    a worker's death or the executor's failure as `WorkerError`, the task's own error as raised."""
     while True:
         try:
             return future.result(timeout=0.1 if on_wait else None)
@@ -122,7 +152,7 @@ def _result(future: Future, on_wait: Callable[[], None] | None):
                 raise
             on_wait()
         except BrokenProcessPool:
-            raise WorkerError("a worker process died (killed, or out of memory?); nothing was written") from None
+            raise worker_died() from None
         except concurrent.futures.CancelledError:
             raise WorkerError("the executor cancelled a task (was it shut down, or did it lose its workers?); "
                               "nothing was written") from None

@@ -29,17 +29,16 @@ them in a longer run: its sha256 tells.)
 
 import hashlib
 import os
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 
 import numpy as np
 
-from cs336_basics.corpora import executors, sources
+from cs336_basics.corpora import sources
 from cs336_basics.datasets import layout, writer
-from cs336_basics.datasets.store import Store
-from cs336_basics.datasets.writer import WORK, Written
-from cs336_basics.encode import engines, token_arrays
+from cs336_basics.datasets.directory import WORK, DatasetDirectory, Written
+from cs336_basics.datasets.shards import Shards, encode_documents_part, write_shards
+from cs336_basics.encode import engines
 from cs336_basics.encode.token_arrays import choose_dtype, encode_documents
 
 SOURCE = "iterable"  # the head's `source` for a dataset written from an iterable
@@ -115,9 +114,9 @@ def write_dataset_from_documents(
         raise TypeError("write_dataset_from_documents takes an iterable of documents; for files use write_dataset")
     if type(shard_size) is not int or shard_size < 1:
         raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
-    store = Store(directory)
-    if store.size("") is not None:
-        raise ValueError(f"{store} is a file, not a folder; name a folder for the dataset")
+    target = DatasetDirectory(directory)
+    if target.store.size("") is not None:
+        raise ValueError(f"{target} is a file, not a folder; name a folder for the dataset")
     engine = engines.choose(tokenizer, engine)
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     piece_size = piece_size or writer.piece_size_for(shard_size)
@@ -131,36 +130,23 @@ def write_dataset_from_documents(
         "piece_size": piece_size,
         "inputs": [],
     }
-    writer._prepare(store)
-    with writer.locked(store.root) as lock_fd:
-        try:
-            previous, listed = writer._previous_head(store)
-        except ValueError:
-            if not overwrite:
-                raise
-            previous, listed = None, []
-            writer._remove_dataset(store)
-        if previous is not None and previous != head:
-            if not overwrite:
-                raise ValueError(f"{store} was written with other settings: {writer.what_changed(previous, head)}; "
-                                 "pass overwrite=True to write it anew")
-            previous = None
-        elif previous is not None and not resume:
+    with target.opened(head, overwrite=overwrite, anew="pass overwrite=True to write it anew") as (
+            previous, listed, lock_fd):
+        if previous is not None and not resume:
             if not overwrite:
                 raise ValueError(
-                    f"{store} holds a dataset written from an iterable of documents (finished or not), which cannot be "
-                    "replayed: pass resume=True with the same documents from the start to keep the shards whose "
+                    f"{target} holds a dataset written from an iterable of documents (finished or not), which cannot "
+                    "be replayed: pass resume=True with the same documents from the start to keep the shards whose "
                     "documents check out (they are read again, not encoded), or overwrite=True to write it anew")
             previous = None
         if previous is None:
-            writer._remove_dataset(store)
+            target.remove_dataset()
             listed = []
-        writer._remove_leftovers(store)
-        return _run(tokenizer, documents, text_field, head, listed, store, out_dtype, num_workers, executor,
+        return _run(tokenizer, documents, text_field, head, listed, target, out_dtype, num_workers, executor,
                     on_progress, lock_fd, engine)
 
 
-def _kept_shards(store: Store, listed: list) -> list[dict]:
+def _kept_shards(target: DatasetDirectory, listed: list) -> list[dict]:
     """The records of the shards 0, 1, ... of an earlier run whose files check out, up to the
     first that does not."""
     by_name = {e.get("name"): e for e in listed if isinstance(e, dict)}
@@ -168,26 +154,21 @@ def _kept_shards(store: Store, listed: list) -> list[dict]:
     first = 0
     while True:
         name = layout.shard_name(len(kept))
-        entry = writer._read_json(store, f"{WORK}/{name}.json") or by_name.get(name)
+        entry = target.shard_record(name) or by_name.get(name)
         if entry is None or not isinstance(entry.get("units"), list) or len(entry["units"]) != 2:
             return kept
         units = tuple(entry["units"])
-        if units[0] != first or not isinstance(entry.get("text_sha256"), str) or not writer._reusable_shard(
-                store, entry, len(kept), units):
+        if units[0] != first or not isinstance(entry.get("text_sha256"), str) or not target.reusable_shard(
+                entry, len(kept), units):
             return kept
         kept.append(entry)
         first = units[1]
 
 
-def _run(tokenizer, documents, text_field, head, listed, store: Store, dtype: np.dtype, num_workers, executor,
-         on_progress, lock_fd, engine) -> Written:
-    separator_id = head["tokenizer"]["separator_id"]
-    budget = max(head["shard_size"] * writer.BYTES_PER_TOKEN // dtype.itemsize, 1)
-    stream = batches(documents, head["piece_size"], text_field)
-    kept = _kept_shards(store, listed) if listed or store.is_dir(WORK) else []
-
-    # Resume: read the kept shards' documents again and check them against their records.
-    entries: list[dict] = []
+def _resumed(target: DatasetDirectory, stream: Iterator[Batch], kept: list[dict],
+             on_progress: Callable[[int], None] | None) -> int:
+    """Read the kept shards' documents again and check them against their records; the UTF-8
+    bytes read."""
     done = 0
     for entry in kept:
         first, stop = entry["units"]
@@ -197,41 +178,42 @@ def _run(tokenizer, documents, text_field, head, listed, store: Store, dtype: np
             size += batch.size
         if len(digests) < stop - first or _text_sha256(digests) != entry["text_sha256"]:
             raise ValueError(
-                f"the documents differ from those the earlier run wrote into {store.path(entry['name'])}.npy "
+                f"the documents differ from those the earlier run wrote into {target.path(entry['name'])}.npy "
                 "(their sha256 differs, or they end sooner): resume=True needs the same documents, in the same "
                 "order, from the start; pass overwrite=True to write the dataset anew")
-        entries.append(entry)
         done += size
         if on_progress:
             on_progress(done)
+    return done
+
+
+def _run(tokenizer, documents, text_field, head, listed, target: DatasetDirectory, dtype: np.dtype, num_workers,
+         executor, on_progress, lock_fd, engine) -> Written:
+    budget = max(head["shard_size"] * writer.BYTES_PER_TOKEN // dtype.itemsize, 1)
+    stream = batches(documents, head["piece_size"], text_field)
+    kept = _kept_shards(target, listed) if listed or target.store.is_dir(WORK) else []
+    done = _resumed(target, stream, kept, on_progress)
+    entries = dict(enumerate(kept))
     rest = _peek(stream)
-    if entries and entries[-1].get("final") and rest is not None:
+    if kept and kept[-1].get("final") and rest is not None:
         raise ValueError(
             f"the documents go on past the end of the earlier run, whose last shard "
-            f"{store.path(entries[-1]['name'])}.npy ended with its documents: they are not the same documents; "
+            f"{target.path(kept[-1]['name'])}.npy ended with its documents: they are not the same documents; "
             "pass overwrite=True to write the dataset anew")
-    if rest is None and entries and entries[-1].get("final") and store.size(layout.MANIFEST) is not None:
-        store.remove_tree(WORK)
-        return _written(store, entries, done, len(entries), done)
+    if rest is None and kept and kept[-1].get("final") and target.finished():
+        return target.written(kept, done, len(kept), done)
 
     # Whatever came after the kept shards is written again.
-    store.make_dirs(WORK)
+    store = target.store
     for name in store.names(WORK):
-        if name.startswith("unit-") or _shard_index(name) >= len(entries):
+        if name.startswith("unit-") or _shard_index(name) >= len(kept):
             store.remove(f"{WORK}/{name}")
     for name in store.names():
-        if name.endswith(".npy") and _shard_index(name) >= len(entries):
+        if name.endswith(".npy") and _shard_index(name) >= len(kept):
             store.remove(name)
-    for entry in entries:
-        if store.size(f"{WORK}/{entry['name']}.json") is None:
-            writer._write_json(store, f"{WORK}/{entry['name']}.json", entry)
-    writer._write_json(store, f"{WORK}/{writer.PLAN}", head, fsync=True)
-    store.remove(layout.MANIFEST)
 
-    reused, reused_bytes = len(entries), done
-    first_batch = entries[-1]["units"][1] if entries else 0
-    any_document = entries[-1]["before_next"]["any_document"] if entries else False
-    last_id = entries[-1]["before_next"]["last_id"] if entries else None
+    reused, reused_bytes = len(kept), done
+    first_batch = kept[-1]["units"][1] if kept else 0
     sizes: dict[int, Batch] = {}  # the batches in flight, without their text
 
     def tasks() -> Iterator[tuple[int, list[str]]]:
@@ -240,66 +222,48 @@ def _run(tokenizer, documents, text_field, head, listed, store: Store, dtype: np
             texts, batch.documents = batch.documents, None
             yield i, texts
 
+    def encode_here(i: int, texts: list[str]) -> dict:
+        return target.write_part(i, dtype, True, encode_documents(tokenizer, texts, dtype.str, engine))
+
+    def feed(results: Iterator[dict], shards: Shards) -> None:
+        nonlocal done
+        if kept:
+            shards.after(kept[-1])
+        digests: list[bytes] = []
+        k, shard_first, size, read = len(kept), first_batch, 0, 0
+
+        def close(stop: int, final: bool) -> None:
+            nonlocal digests, k, shard_first, size, read
+            extra = {"text_sha256": _text_sha256(digests), "input_documents": read, "input_bytes": size,
+                     "final": final}
+            shards.close(k, (shard_first, stop), extra)
+            digests, k, shard_first, size, read = [], k + 1, stop, 0, 0
+
+        i = first_batch
+        for i, record in enumerate(results, start=first_batch):
+            batch = sizes.pop(i)
+            shards.add(i, record, new_document=True)  # every batch starts a document
+            digests.append(batch.digest)
+            size += batch.size
+            read += batch.count
+            done += batch.size
+            if on_progress:
+                on_progress(done)
+            if size >= budget:
+                close(i + 1, final=False)
+        if shards.parts:
+            close(i + 1, final=True)
+
     try:
-        def encode_here(i: int, texts: list[str]) -> dict:
-            return writer.write_part(store, i, dtype, True, encode_documents(tokenizer, texts, dtype.str, engine))
-
-        with writer.on_workers(tokenizer, tasks(), _encode_part, encode_here, store, dtype, num_workers, executor,
-                               lock_fd, engine) as (results, assemble):
-            pending: deque[tuple[int, tuple[int, int], Future]] = deque()
-            parts: list[tuple[int, bool]] = []
-            digests: list[bytes] = []
-            shard_first, size, read = first_batch, 0, 0
-            starts_document = last_id is None or last_id == separator_id
-
-            def close(stop: int, final: bool) -> None:
-                nonlocal parts, digests, shard_first, size, read, starts_document
-                k = len(entries) + len(pending)
-                extra = {"text_sha256": _text_sha256(digests), "input_documents": read, "input_bytes": size,
-                         "final": final}
-                before_next = {"any_document": any_document, "last_id": last_id}
-                pending.append((k, (shard_first, stop), assemble(store.root, k, (shard_first, stop), parts,
-                                                                  starts_document, dtype.str, separator_id,
-                                                                  before_next, extra)))
-                parts, digests, shard_first, size, read = [], [], stop, 0, 0
-                starts_document = last_id is None or last_id == separator_id
-
-            i = first_batch
-            for i, record in enumerate(results, start=first_batch):
-                batch = sizes.pop(i)
-                # Every batch starts a document: a separator goes before it after any document.
-                before = separator_id is not None and any_document
-                parts.append((i, before))
-                if before:
-                    last_id = separator_id
-                if record["tokens"]:
-                    last_id = record["last_id"]
-                any_document = True
-                digests.append(batch.digest)
-                size += batch.size
-                read += batch.count
-                done += batch.size
-                if on_progress:
-                    on_progress(done)
-                if size >= budget:
-                    close(i + 1, final=False)
-                while pending and pending[0][2].done():
-                    _collect(pending.popleft(), entries, store)
-            if parts:
-                close(i + 1, final=True)
-            while pending:
-                _collect(pending.popleft(), entries, store)
+        ordered = write_shards(target, head, entries, tasks(), feed, tokenizer=tokenizer,
+                               encode_part=encode_documents_part, encode_here=encode_here, dtype=dtype,
+                               num_workers=num_workers, executor=executor, lock_fd=lock_fd, engine=engine)
     except BaseException:
         # The workers have stopped (local ones are waited for): what they had begun to write goes, so a
         # stopped run leaves whole shards and records only.
-        writer._remove_leftovers(store)
+        target.remove_leftovers()
         raise
-
-    writer._remove_leftovers(store)
-    manifest = {**head, "shards": entries, "totals": writer._totals(dict(enumerate(entries)))}
-    writer._write_json(store, layout.MANIFEST, manifest, fsync=True)
-    store.remove_tree(WORK)
-    return _written(store, entries, done, reused, reused_bytes)
+    return target.written(ordered, done, reused, reused_bytes)
 
 
 def _shard_index(name: str) -> int:
@@ -331,23 +295,3 @@ class _Rest:
 def _peek(stream: Iterator[Batch]) -> "_Rest | None":
     first = next(stream, None)
     return None if first is None else _Rest(first, stream)
-
-
-def _collect(done: tuple[int, tuple[int, int], Future], entries: list[dict], store: Store) -> None:
-    k, (first, stop), future = done
-    assert k == len(entries)
-    entries.append(executors._result(future, None))
-    writer._remove_parts(store, first, stop)
-
-
-def _written(store: Store, entries: list[dict], input_bytes: int, reused: int, reused_bytes: int) -> Written:
-    totals = writer._totals(dict(enumerate(entries)))
-    return Written(store.root, totals["tokens"], totals["documents"], totals["shards"], input_bytes, reused,
-                   reused_bytes)
-
-
-def _encode_part(key: str, state: tuple | None, documents: list[str], dtype: str, directory: str, index: int,
-                 engine: "engines.Choice | None" = None) -> dict:
-    """In a worker: encode a batch of documents and write its part (see `writer.write_part`)."""
-    data = token_arrays._encode_documents_in_worker(key, state, documents, dtype, engine)
-    return writer.write_part(Store(directory), index, np.dtype(dtype), True, data)

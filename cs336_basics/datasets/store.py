@@ -2,24 +2,20 @@
 (`s3://bucket/data/`, `gs://...`, `file://...`, `memory://...`).
 
 Names are relative to the directory and use `/` (`shard-00000.npy`, `.work/unit-0000001.ids`).
-Every write is atomic for a reader: the bytes go to a hidden temporary name beside the final one
-(`.NAME.XXXXXXXX.tmp`), which is then renamed into place; a local file is fsynced first when asked.
-On an object store the rename is a copy, and an object appears whole or not at all.
+Every write is atomic for a reader (through `staged`): the bytes go to a hidden temporary name
+beside the final one (`.NAME.XXXXXXXX.tmp`), which is then renamed into place; a local file is
+fsynced first when asked. On an object store the rename is a copy, and an object appears whole or
+not at all.
 """
 
 import hashlib
 import os
 import shutil
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
 from cs336_basics.corpora import sources
-from cs336_basics.formats.staged import temp_file_beside
-
-
-def _open_local(fd: int):
-    return os.fdopen(fd, "wb")  # one place, so that a test can fill the disk
+from cs336_basics.formats import staged
 
 
 class Store:
@@ -119,34 +115,13 @@ class Store:
         sha256. An OSError (a full disk, a folder that went) names the file; the temporary file
         never stays."""
         digest = hashlib.sha256()
-        if self.url:
-            folder, _, base = self._p(name).rpartition("/")
-            tmp = f"{folder}/.{base}.{uuid.uuid4().hex[:8]}.tmp"
-            try:
-                with self.fs.open(tmp, "wb") as f:
-                    for chunk in chunks:
-                        f.write(chunk)
-                        digest.update(chunk)
-                self.fs.mv(tmp, self._p(name))
-            except OSError as e:
-                raise OSError(e.errno, f"writing {self.path(name)}: {e.strerror or e}") from None
-            finally:
-                if self.fs.exists(tmp):
-                    self.fs.rm(tmp)
-            return digest.hexdigest()
-        path = Path(self.path(name))
-        fd, tmp = temp_file_beside(path)
+        replacing = staged.replacing_remote(self.fs, self._p(name)) if self.url else staged.replacing(
+            self.path(name), fsync=fsync)
         try:
-            with _open_local(fd) as f:
+            with replacing as f:
                 for chunk in chunks:
                     f.write(chunk)
                     digest.update(chunk)
-                if fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
         except OSError as e:
-            raise OSError(e.errno, f"writing {path}: {e.strerror or e}") from None
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+            raise OSError(e.errno, f"writing {self.path(name)}: {e.strerror or e}") from None
         return digest.hexdigest()

@@ -22,9 +22,8 @@ import numpy as np
 
 from cs336_basics.corpora import executors, sources
 from cs336_basics.encode import engines
-from cs336_basics.formats.staged import folders_for, temp_file_beside
-
-_HEADER_BYTES = 128  # room reserved for the .npy header; a multiple of 64, as the format wants
+from cs336_basics.formats import staged
+from cs336_basics.formats.npy import HEADER_BYTES, npy_header
 
 
 def choose_dtype(max_id: int, requested: str | None = None) -> np.dtype:
@@ -38,14 +37,6 @@ def choose_dtype(max_id: int, requested: str | None = None) -> np.dtype:
     if dtype.kind not in "ui" or np.iinfo(dtype).max < max_id:
         raise ValueError(f"dtype {requested} cannot hold token id {max_id}; use uint32 (or leave --dtype out)")
     return dtype
-
-
-def _npy_header(dtype: np.dtype, length: int) -> bytes:
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (length,)}
-    text = repr(header).encode("latin-1")
-    prefix = b"\x93NUMPY\x01\x00"
-    body = text + b" " * (_HEADER_BYTES - len(prefix) - 2 - len(text) - 1) + b"\n"
-    return prefix + len(body).to_bytes(2, "little") + body
 
 
 # --- workers ---------------------------------------------------------------------------------------
@@ -118,13 +109,15 @@ class _SharedCache:
                 raise OSError(e.errno, e.strerror, str(self.folder / self.name)) from None
 
 
-def _init_worker(key: str, state: tuple, share_folder: str | None = None, engine: "engines.Choice | None" = None) -> None:
+def init_worker(key: str, state: tuple, share_folder: str | None = None, engine: "engines.Choice | None" = None) -> None:
+    """In a local worker, at its start: build (or find) the tokenizer, warm the engine up, and join
+    the workers' shared cache in `share_folder` (see `_SharedCache`)."""
     global _shared
     tokenizer = _tokenizer_for(key, state)
     if engine is not None and engine.engine == "tiktoken":
         engines.warm_up(engine)
         return  # tiktoken has no cache to share
-    cache = getattr(tokenizer, "_cache", None)
+    cache = getattr(tokenizer, "cache", None)
     if share_folder is not None and hasattr(cache, "start_learning"):
         # Sharing only saves work. A worker that starts as the run fails finds the folder removed
         # (or the disk full): it goes on without sharing rather than fail in its initializer, which
@@ -222,8 +215,9 @@ def _in_worker(encode: Callable, key: str, state: tuple | None, work, dtype: str
     return result
 
 
-def _encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str,
-                           engine: "engines.Choice | None" = None):
+def encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit, dtype: str,
+                          engine: "engines.Choice | None" = None) -> tuple[int, bool, bytes]:
+    """`encode_unit` in a worker (see `_in_worker`): the tokenizer found by `key`, or built from `state`."""
     return _in_worker(encode_unit, key, state, unit, dtype, engine)
 
 
@@ -241,13 +235,13 @@ def encode_documents(tokenizer, documents: Sequence[str], dtype: str, engine: "e
     return data
 
 
-def _encode_documents_in_worker(key: str, state: tuple | None, documents: list[str], dtype: str,
-                                engine: "engines.Choice | None" = None) -> bytes:
+def encode_documents_in_worker(key: str, state: tuple | None, documents: list[str], dtype: str,
+                               engine: "engines.Choice | None" = None) -> bytes:
     """`encode_documents` in a worker (see `_in_worker`)."""
     return _in_worker(encode_documents, key, state, documents, dtype, engine)
 
 
-def _light(engine: "engines.Choice") -> "engines.Choice":
+def light_choice(engine: "engines.Choice") -> "engines.Choice":
     """The choice without its ranks, for local workers, which got them when they started."""
     return dataclasses.replace(engine, ranks=None, differing=None) if engine.engine == "tiktoken" else engine
 
@@ -288,7 +282,7 @@ def encode_files(
     engine = engines.choose(tokenizer, engine)
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     output_path = Path(output_path)
-    with folders_for([output_path]):
+    with staged.folders_for([output_path]):
         return _encode_into(tokenizer, units, output_path, num_workers, executor, out_dtype, on_progress, engine)
 
 
@@ -298,7 +292,7 @@ def local_workers(tokenizer, num_workers: int, engine: "engines.Choice", share_d
     """`num_workers` local processes that encode with `tokenizer`: yields (the executor, the key
     that finds the tokenizer in them). Forked, they find this tokenizer and need not build it
     again, and they share what they encode through files in a temporary folder in `share_dir`.
-    `initializer` (default `_init_worker`) gets `initargs` and then (key, state, folder, engine).
+    `initializer` (default `init_worker`) gets `initargs` and then (key, state, folder, engine).
     If the block fails the workers are stopped at once; otherwise they finish and shut down."""
     key, state = tokenizer_state(tokenizer)
     share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=share_dir)
@@ -306,7 +300,7 @@ def local_workers(tokenizer, num_workers: int, engine: "engines.Choice", share_d
     _worker_tokenizers[key] = tokenizer
     pool = None
     try:
-        pool = executors.local_executor(num_workers, initializer=initializer or _init_worker,
+        pool = executors.local_executor(num_workers, initializer=initializer or init_worker,
                                         initargs=(*initargs, key, state, share.name, engine))
         yield pool, key
     except BaseException:
@@ -325,13 +319,13 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
     separator = b""
     if tokenizer.special_tokens:
         separator = np.array(tokenizer.encode(tokenizer.special_tokens[0]), dtype=out_dtype).tobytes()
-    fd, tmp = temp_file_beside(output_path)
     count = 0
     done = 0
     wrote_a_document = False
-    try:
-        with os.fdopen(fd, "wb") as out, contextlib.ExitStack() as workers:
-            out.write(b"\0" * _HEADER_BYTES)
+    # The ids go after room for the header, which is written once their number is known.
+    with staged.replacing(output_path) as out:
+        with contextlib.ExitStack() as workers:
+            out.write(b"\0" * HEADER_BYTES)
             if executor is None and num_workers <= 1:
                 results = (encode_unit(tokenizer, u, out_dtype.str, engine) for u in units)
             else:
@@ -339,12 +333,12 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
                     # The local workers' shared cache lives beside the output.
                     executor, key = workers.enter_context(
                         local_workers(tokenizer, num_workers, engine, output_path.parent))
-                    args = ((key, None, u, out_dtype.str, _light(engine)) for u in units)
+                    args = ((key, None, u, out_dtype.str, light_choice(engine)) for u in units)
                 else:
                     key, state = tokenizer_state(tokenizer)
                     args = ((key, state, u, out_dtype.str, engine) for u in units)
                 width = executors.executor_width(executor, num_workers)
-                results = executors.run_ordered(executor, _encode_unit_in_worker, args, max_in_flight=2 * width)
+                results = executors.run_ordered(executor, encode_unit_in_worker, args, max_in_flight=2 * width)
             for unit, (consumed, has_documents, data) in zip(units, results):
                 if has_documents and unit.new_document and wrote_a_document:
                     out.write(separator)
@@ -355,13 +349,8 @@ def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out
                 done += consumed
                 if on_progress:
                     on_progress(done)
-            out.seek(0)
-            out.write(_npy_header(out_dtype, count))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, output_path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+        out.seek(0)
+        out.write(npy_header(out_dtype, count))
     return count
 
 
@@ -387,7 +376,7 @@ def encode_batch_in_processes(tokenizer, texts: list[str], num_workers: int) -> 
         size += len(text)
     _worker_tokenizers.clear()
     _worker_tokenizers[key] = tokenizer  # forked workers find it; others build it from `state`
-    executor = executors.local_executor(num_workers, initializer=_init_worker, initargs=(key, state))
+    executor = executors.local_executor(num_workers, initializer=init_worker, initargs=(key, state))
     try:
         results = executors.run_ordered(executor, _encode_texts_in_worker, ((key, batch) for batch in batches),
                                         max_in_flight=2 * num_workers)

@@ -1,11 +1,14 @@
-"""Writing output files so that a failed or interrupted write leaves the old files (or none), never a
-partly written one: the one place that does it, for every file this package writes.
+"""Writing files so that a failed or interrupted write leaves the old files (or none), never a
+partly written one: the one mechanism this package uses for it, for every file it writes (token
+arrays, dataset shards and records, vocabularies, trainer formats).
 
-Each file is written to a hidden temporary file beside its final name, synced, and renamed into
-place; several files are renamed one after another, with Ctrl-C and SIGTERM held back until the
-last rename (`deferred_signals`), so only SIGKILL or a crash between two renames can leave new files
-beside old ones (`gpt2.save_vocab_and_merges` makes that detectable). Missing folders are created
-for the write and removed again if it fails (`folders_for`).
+Each file is written to a hidden temporary file beside its final name (`.NAME.XXXXXXXX.tmp`),
+synced, and renamed into place: one file with `replacing` (or `replacing_remote` for an `fsspec`
+filesystem, where the rename is a copy and an object appears whole or not at all), several with
+`StagedFiles`, renamed one after another with Ctrl-C and SIGTERM held back until the last rename
+(`deferred_signals`), so only SIGKILL or a crash between two renames can leave new files beside
+old ones (`gpt2.save_vocab_and_merges` makes that detectable). Missing folders are created for the
+write and removed again if it fails (`folders_for`).
 
 Holding signals back is done with Python-level handlers, not the thread's signal mask: the kernel
 hands a signal to any thread that does not block it, and the native threads that libraries start
@@ -17,6 +20,7 @@ import os
 import signal
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Self
@@ -35,6 +39,43 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
     if hasattr(os, "fchmod"):
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600 files
     return fd, tmp
+
+
+def _open_temp(fd: int) -> BinaryIO:
+    return os.fdopen(fd, "wb")  # one place, so that a test can fill the disk
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike, *, fsync: bool = True) -> Iterator[BinaryIO]:
+    """A binary file to write (and seek in) in place of `path`: renamed onto `path` when the block
+    ends without an error (flushed and synced first when `fsync`), deleted otherwise; the file
+    that was at `path` stays untouched until then."""
+    path = Path(path)
+    fd, tmp = temp_file_beside(path)
+    try:
+        with _open_temp(fd) as f:
+            yield f
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def replacing_remote(fs, path: str) -> Iterator[BinaryIO]:
+    """`replacing` for the path `path` of an `fsspec` filesystem `fs`: the temporary object beside
+    it is moved onto it when the block ends without an error, and removed in any case."""
+    folder, _, base = path.rpartition("/")
+    tmp = f"{folder}/.{base}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with fs.open(tmp, "wb") as f:
+            yield f
+        fs.mv(tmp, path)
+    finally:
+        if fs.exists(tmp):
+            fs.rm(tmp)
 
 
 @contextlib.contextmanager

@@ -458,10 +458,8 @@ def count_documents(
     tasks = ctx.Queue(maxsize=_BATCHES_PER_WORKER * (num_workers - 1))
     results = ctx.Queue()
     allocator.release_freed_memory()
-    workers = [ctx.Process(target=_count_queued, args=(tasks, results, pattern, list(special_tokens)), daemon=True)
-               for _ in range(num_workers - 1)]
-    for worker in workers:
-        worker.start()
+    workers = executors.start_processes(_count_queued, (tasks, results, pattern, list(special_tokens)),
+                                        num_workers - 1)
     # This process counts too, whenever the workers have all the batches they can hold: one
     # process fewer holds a table (as for files), and none waits while another has work.
     own = _Counts(pretokenizer)
@@ -482,11 +480,7 @@ def count_documents(
         for worker in workers:
             worker.join()
     except BaseException:
-        for worker in workers:
-            if worker.is_alive():
-                worker.terminate()
-        for worker in workers:
-            worker.join()
+        executors.stop_processes(workers)
         raise
     finally:
         tasks.cancel_join_thread()  # batches no worker will read must not hold up the exit
@@ -522,8 +516,7 @@ def _get(results, workers) -> PackedCounts:
             message = results.get(timeout=0.1)
         except queue.Empty:
             if any(w.exitcode not in (None, 0) for w in workers):
-                raise WorkerError("a worker process died (killed, or out of memory?) while counting; "
-                                            "nothing was learned") from None
+                raise executors.worker_died(during=" while counting", kept="nothing was learned") from None
             if not all(w.exitcode == 0 for w in workers):
                 continue
             try:  # every worker is gone: what they put may still be on its way

@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable
 from itertools import groupby
 from multiprocessing.connection import Connection
 
-from cs336_basics.errors import WorkerError
 from cs336_basics.train import allocator
 
 
@@ -612,7 +611,11 @@ class _RemoteShard:
             return self.outbox.recv()
         except EOFError:
             code = self.process.wait()
-            raise WorkerError(f"a merge worker process ({self.process.pid}) died (exit code {code}; killed, or out of memory?); nothing was written") from None
+            # Imported here, not above: a shard's process imports this module alone, to stay small.
+            from cs336_basics.corpora import executors
+
+            raise executors.worker_died(f"a merge worker process ({self.process.pid})",
+                                        f"exit code {code}; killed, or out of memory?") from None
 
     def close(self) -> None:
         self._send(None)
