@@ -49,9 +49,6 @@ from cs336_basics.text import patterns
 from cs336_basics.text.surrogates import fix_surrogates
 
 DEFAULT_TEXT_FIELD = "text"
-# Transitional: datasets/store.py still calls `sources._filesystem`; the merge points it at
-# `files.filesystem` and removes this line.
-_filesystem = filesystem
 _GLOB_CHARS = set("*?[")
 
 

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from cs336_basics.corpora import sources
+from cs336_basics.corpora import files
 from cs336_basics.formats import staged
 
 
@@ -23,9 +23,9 @@ class Store:
 
     def __init__(self, root: str | os.PathLike):
         root = os.fspath(root)
-        self.url = sources.is_url(root)
+        self.url = files.is_url(root)
         if self.url:
-            self.fs, path = sources._filesystem(root)  # the optional dependency's error, if missing
+            self.fs, path = files.filesystem(root)  # the optional dependency's error, if missing
             self._root = path.rstrip("/")
             self.root = root.rstrip("/")
         else:
