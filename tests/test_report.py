@@ -1,6 +1,8 @@
 """`bpe report`, `bpe vocab` and `bpe stats` with several tokenizers: what they say is checked
 against direct computation (encoding, the merge log, the reference trainer)."""
 
+import csv
+import io
 import re
 import sys
 from collections import Counter
@@ -41,7 +43,7 @@ def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
     assert main(["vocab", str(folder)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split("\t") == ["id", "token", "rank", "left", "right", "count", "occurrences", "under-trained"]
-    rows = [line.split("\t")[:6] for line in lines[1:]]  # occurrences: see test_under_trained.py
+    rows = [r[:6] for r in csv.reader(lines[1:], delimiter="\t")]  # occurrences: see test_under_trained.py
     assert [int(r[0]) for r in rows] == sorted(tokenizer.vocab) == list(range(500))
     reference_log: list[tuple[int, int]] = []
     _, merges = reference_train_bpe((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"), 500, [EOT],
@@ -57,6 +59,24 @@ def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
             assert (int(rank), left, right, int(count)) == (
                 k, readable_token(merges[k][0]), readable_token(merges[k][1]), reference_log[k][0])
             assert token == readable_token(merges[k][0] + merges[k][1])
+
+
+def test_vocab_reads_back_with_pandas_and_csv_whatever_the_tokens_hold(tmp_path, capsys):
+    """Tokens that are a quote, a missing-value word of pandas, or special tokens holding a tab, a quote
+    and a line break come back as written, read with `csv` and with pandas as README says."""
+    pandas = pytest.importorskip("pandas")
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"N", b"A"), (b'"', b'"'), (b"n", b"u"), (b"nu", b"l"), (b"nul", b"l")]
+    vocab.update({256 + k: a + b for k, (a, b) in enumerate(merges)})
+    specials = ['say "hi"\tthere', "two\nlines", "nan"]
+    Tokenizer(vocab, merges, specials).save_pretrained(tmp_path / "tok")
+    assert main(["vocab", str(tmp_path / "tok")]) == 0
+    out = capsys.readouterr().out
+    expected = [readable_token(vocab[i]) for i in range(261)] + [f"{t} (special)" for t in specials]
+    assert [r[1] for r in list(csv.reader(io.StringIO(out, newline=""), delimiter="\t"))[1:]] == expected
+    frame = pandas.read_csv(io.StringIO(out), sep="\t", keep_default_na=False, na_values=[""])
+    assert list(frame["token"]) == expected
+    assert list(frame["id"]) == list(range(264))
 
 
 def test_vocab_without_a_merge_log_leaves_counts_empty(trained, tmp_path, capsys):

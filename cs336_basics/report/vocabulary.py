@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.text import tsv
 from cs336_basics.train.merge_log import MergeLog, readable_token
 
 
@@ -153,13 +154,15 @@ def check_merge_log(tokenizer: Tokenizer, log: MergeLog | None) -> None:
 
 def vocab_tsv_lines(entries: Iterable[VocabEntry]) -> Iterable[str]:
     """`bpe vocab` output: a header, then id, readable token, merge rank, left, right, count, the
-    token's occurrences and why it is under-trained (flags joined by commas; empty if it is not)."""
-    yield "id\ttoken\trank\tleft\tright\tcount\toccurrences\tunder-trained"
+    token's occurrences and why it is under-trained (flags joined by commas; empty if it is not).
+    Cells are written as `text.tsv` writes them, so pandas and `csv` read the table back."""
+    yield tsv.row(["id", "token", "rank", "left", "right", "count", "occurrences", "under-trained"])
     for e in entries:
         token = f"{e.token.decode('utf-8')} (special)" if e.special else readable_token(e.token)
-        tail = f"{'' if e.occurrences is None else e.occurrences}\t{','.join(e.flags)}"
+        occurrences = "" if e.occurrences is None else e.occurrences
         if e.pair is None:
-            yield f"{e.id}\t{token}\t\t\t\t\t{tail}"
+            yield tsv.row([e.id, token, "", "", "", "", occurrences, ",".join(e.flags)])
         else:
             count = "" if e.count is None else e.count
-            yield f"{e.id}\t{token}\t{e.rank}\t{readable_token(e.pair[0])}\t{readable_token(e.pair[1])}\t{count}\t{tail}"
+            yield tsv.row([e.id, token, e.rank, readable_token(e.pair[0]), readable_token(e.pair[1]), count,
+                           occurrences, ",".join(e.flags)])
