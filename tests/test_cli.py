@@ -10,7 +10,9 @@ import pytest
 import regex
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.cli import bundled_corpus, classify_token, main
+from cs336_basics.cli import main
+from cs336_basics.cli.train import bundled_corpus
+from cs336_basics.report import classify_token
 from tests.common import FIXTURES_PATH, gpt2_files
 from tests.reference import GPT2_PATTERN, reference_encode, split_documents
 
@@ -243,20 +245,20 @@ def test_classify_token(token, kind):
 def test_ctrl_c_during_an_import_is_an_interruption(monkeypatch, capsys):
     # numpy turns a KeyboardInterrupt that arrives while its C extensions load into an ImportError;
     # that is still Ctrl-C (exit 130), not a missing dependency.
-    from cs336_basics import cli
+    from cs336_basics.cli import stats
 
-    def interrupted_import(args):
+    def interrupted_import(args, context):
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:
             raise ImportError("numpy._core.umath failed to import")
 
-    def missing_module(args):
+    def missing_module(args, context):
         raise ImportError("No module named 'numpy'")
 
-    monkeypatch.setattr(cli, "cmd_vocab", interrupted_import)
+    monkeypatch.setattr(stats, "run_vocab", interrupted_import)
     assert main(["vocab", "x"]) == 130
     assert "interrupted" in capsys.readouterr().err
-    monkeypatch.setattr(cli, "cmd_vocab", missing_module)
+    monkeypatch.setattr(stats, "run_vocab", missing_module)
     assert main(["vocab", "x"]) == 1
     assert "No module named 'numpy'" in capsys.readouterr().err
