@@ -98,6 +98,35 @@ def test_bad_option_is_one_line_with_status_2(capsys):
     assert "expected a whole number" in one_error_line(capsys)
 
 
+def test_a_killed_merge_worker_ends_train_with_one_line(tmp_path, capsys, monkeypatch):
+    # The merge loop runs in shards past bpe._PARALLEL_MIN_WORDS distinct pre-tokens; lowered here so
+    # that a small corpus takes that path. Each shard's process is killed as soon as it is started,
+    # before it is given its words: the loop then finds it dead when it waits for its pair counts.
+    import cs336_basics.bpe
+    from cs336_basics.train import merge
+
+    killed = []
+
+    class KilledShard(merge._RemoteShard):
+        def start(self, words, counts, long):
+            self.process.kill()
+            self.process.wait()
+            killed.append(self.process.pid)
+            super().start(words, counts, long)
+
+    monkeypatch.setattr(cs336_basics.bpe, "_PARALLEL_MIN_WORDS", 1)
+    monkeypatch.setattr(merge, "_RemoteShard", KilledShard)
+    out = tmp_path / "out"
+    argv = ["train", str(FIXTURES_PATH / "english.txt"), "--vocab-size", "300", "--out", str(out), "--quiet",
+            "--workers", "2"]
+    assert main(argv) == 1
+    line = one_error_line(capsys)
+    assert len(killed) == 1
+    assert f"bpe: a merge worker process ({killed[0]}) died (exit code -9; killed, or out of memory?)" in line
+    assert "nothing was written" in line
+    assert not out.exists()
+
+
 # --- encode_file and bpe encode --------------------------------------------------------------------
 
 

@@ -98,7 +98,8 @@ def _main(argv: list[str] | None, context: RunContext) -> int:
         return 0
     except (BpeError, ValueError, OSError, ImportError) as e:
         if isinstance(e, ImportError) and _caused_by_interrupt(e):
-            return _interrupted(_caused_by_interrupt(e), context)  # Ctrl-C during an import (numpy reports it as an ImportError)
+            # Ctrl-C during an import (numpy reports it as an ImportError)
+            return _interrupted(_caused_by_interrupt(e), context)
         print(f"bpe: {e}", file=sys.stderr)
         return 1
     return 0

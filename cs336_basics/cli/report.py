@@ -14,7 +14,8 @@ from cs336_basics.formats.staged import atomic_write_texts
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `bpe report` and `bpe serve` to the subcommands."""
-    p = commands.add_parser("report", help="write an HTML page on what the tokenizer learned (needs the `report` extra)")
+    p = commands.add_parser("report",
+                            help="write an HTML page on what the tokenizer learned (needs the `report` extra)")
     p.add_argument("dir", metavar="DIR", help="a tokenizer folder (the training curve needs its merge_log.tsv)")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="held-out UTF-8 text to measure and show")
     p.add_argument("--out", default="report.html", metavar="FILE.html", help="the page to write (default: report.html)")
