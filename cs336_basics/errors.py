@@ -38,3 +38,9 @@ def missing_extra(extra: str, what: str, *, package: str | None = None, instead:
     """
     hint = f"the `{extra}` extra; {instead}" if instead else f"the `{extra}` extra"
     return MissingExtra(f"{what} needs {package or extra}, which is not installed: pip install 'cs336-basics[{extra}]' ({hint})")
+
+
+class CommandError(BpeError):
+    """Input that a `bpe` command cannot use: a missing or unreadable file, an output that would
+    replace an input, options that do not go together. Raised by the command line, where the input
+    enters."""

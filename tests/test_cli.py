@@ -10,7 +10,9 @@ import pytest
 import regex
 
 from cs336_basics.bpe import Tokenizer
-from cs336_basics.cli import bundled_corpus, classify_token, main
+from cs336_basics.cli import main
+from cs336_basics.cli.train import bundled_corpus
+from cs336_basics.report import classify_token
 from tests.common import FIXTURES_PATH, gpt2_files
 from tests.reference import GPT2_PATTERN, reference_encode, split_documents
 
@@ -94,6 +96,35 @@ def test_train_unwritable_output_folder(tmp_path, capsys):
 def test_bad_option_is_one_line_with_status_2(capsys):
     assert main(["train", "--vocab-size", "lots"]) == 2
     assert "expected a whole number" in one_error_line(capsys)
+
+
+def test_a_killed_merge_worker_ends_train_with_one_line(tmp_path, capsys, monkeypatch):
+    # The merge loop runs in shards past bpe._PARALLEL_MIN_WORDS distinct pre-tokens; lowered here so
+    # that a small corpus takes that path. Each shard's process is killed as soon as it is started,
+    # before it is given its words: the loop then finds it dead when it waits for its pair counts.
+    import cs336_basics.bpe
+    from cs336_basics.train import merge
+
+    killed = []
+
+    class KilledShard(merge._RemoteShard):
+        def start(self, words, counts, long):
+            self.process.kill()
+            self.process.wait()
+            killed.append(self.process.pid)
+            super().start(words, counts, long)
+
+    monkeypatch.setattr(cs336_basics.bpe, "_PARALLEL_MIN_WORDS", 1)
+    monkeypatch.setattr(merge, "_RemoteShard", KilledShard)
+    out = tmp_path / "out"
+    argv = ["train", str(FIXTURES_PATH / "english.txt"), "--vocab-size", "300", "--out", str(out), "--quiet",
+            "--workers", "2"]
+    assert main(argv) == 1
+    line = one_error_line(capsys)
+    assert len(killed) == 1
+    assert f"bpe: a merge worker process ({killed[0]}) died (exit code -9; killed, or out of memory?)" in line
+    assert "nothing was written" in line
+    assert not out.exists()
 
 
 # --- encode_file and bpe encode --------------------------------------------------------------------
@@ -243,20 +274,20 @@ def test_classify_token(token, kind):
 def test_ctrl_c_during_an_import_is_an_interruption(monkeypatch, capsys):
     # numpy turns a KeyboardInterrupt that arrives while its C extensions load into an ImportError;
     # that is still Ctrl-C (exit 130), not a missing dependency.
-    from cs336_basics import cli
+    from cs336_basics.cli import stats
 
-    def interrupted_import(args):
+    def interrupted_import(args, context):
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:
             raise ImportError("numpy._core.umath failed to import")
 
-    def missing_module(args):
+    def missing_module(args, context):
         raise ImportError("No module named 'numpy'")
 
-    monkeypatch.setattr(cli, "cmd_vocab", interrupted_import)
+    monkeypatch.setattr(stats, "run_vocab", interrupted_import)
     assert main(["vocab", "x"]) == 130
     assert "interrupted" in capsys.readouterr().err
-    monkeypatch.setattr(cli, "cmd_vocab", missing_module)
+    monkeypatch.setattr(stats, "run_vocab", missing_module)
     assert main(["vocab", "x"]) == 1
     assert "No module named 'numpy'" in capsys.readouterr().err

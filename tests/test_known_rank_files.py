@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import cli
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
+from cs336_basics.cli.common import column_names
 from cs336_basics.text import pipelines
 from cs336_basics.formats import pretrained
 from cs336_basics.report import TextStats
@@ -105,11 +105,11 @@ def test_column_names_are_short_and_distinct(small_known, tmp_path):
     (tmp_path / "other.tiktoken").write_text("")
     sources = [str(tmp_path / "mine"), str(small_known), "cl100k_base", str(tmp_path / "exported" / "tokenizer.json"),
                str(tmp_path / "other.tiktoken")]
-    assert cli.column_names(sources) == ["mine", "Small", "cl100k_base", "exported", "other.tiktoken"]
+    assert column_names(sources) == ["mine", "Small", "cl100k_base", "exported", "other.tiktoken"]
     (tmp_path / "exported" / "mine").mkdir()
     twice = [str(tmp_path / "mine"), str(tmp_path / "exported" / "mine")]
-    assert cli.column_names(twice) == twice  # two of one name: their paths, as given
-    assert cli.column_names([str(tmp_path / "mine")], taken=("mine",)) == [str(tmp_path / "mine")]
+    assert column_names(twice) == twice  # two of one name: their paths, as given
+    assert column_names([str(tmp_path / "mine")], taken=("mine",)) == [str(tmp_path / "mine")]
 
 
 # --- Qwen's ids (whole vocabularies: slow) --------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""The `bpe` command: train a tokenizer, encode files to token arrays, decode, inspect and measure.
+
+    bpe train [INPUT...] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
+    bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
+    bpe encode --tokenizer DIR INPUT... --out DIR [--shard-size 256M] [--overwrite]
+
+An INPUT is a file, folder, glob or URL of .txt, .jsonl or .parquet files (see `sources`);
+`--text-field` names the JSON field or Parquet column, `--dask-scheduler ADDRESS` runs the work on
+a Dask cluster.
+    bpe decode --tokenizer DIR FILE.npy
+    bpe inspect --tokenizer DIR "some text"
+    bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT [--engine auto|python|tiktoken]
+    bpe vocab DIR
+    bpe report DIR [TEXT ...] --out report.html [--tokenizer OTHER ...]
+    bpe serve [--tokenizer DIR ...] [--port N]
+    bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
+    bpe dataset info DATASET
+    bpe dataset verify DATASET
+    bpe dataset convert DIR --format megatron|llmc --out PREFIX [--shard-tokens N]
+
+--tokenizer takes a folder, a tokenizer.json, a .tiktoken file (an open model's that we know, such
+as Qwen's, brings its pattern and special tokens), or a pretrained name (gpt2, r50k_base,
+p50k_base, cl100k_base, o200k_base; read through tiktoken).
+
+Every failure ends the command with one line on stderr (`bpe: ...`) and the exit status README's
+table gives: 1 for an error, 2 for words that do not parse; Ctrl-C and SIGTERM leave no partly
+written output (and no temporary file) and exit with 130 and 143.
+
+Each command is a module of this package (`train`; `encode` with decode and inspect; `stats` with
+vocab; `report` with serve; `convert`; `dataset`) that adds its own subparser (`register`) and whose
+`run_*` functions take the parsed arguments and the run's `common.RunContext`; what they share is
+in `common`. This module holds `main`, the one place where an error becomes a line and a status.
+"""
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from cs336_basics.cli import convert, dataset, encode, report, stats, train
+from cs336_basics.cli.common import RunContext
+from cs336_basics.errors import BpeError, PatternTimeout
+
+# The commands, in the order `bpe --help` lists them.
+COMMANDS = (train, encode, stats, report, convert, dataset)
+
+
+class UsageError(Exception):
+    """Words on the command line that do not parse (exit status 2)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (sent by `kill`, systemd, Slurm, Kubernetes), raised where the command is, so that it
+    cleans up exactly as after Ctrl-C: temporary files removed, workers stopped, no output half-made."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(f"bpe: {message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `bpe`, each command adding its own subparser."""
+    parser = _Parser(prog="bpe", description="Byte-level BPE: train, encode, decode, inspect.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `bpe` with `argv` (default: the process's arguments) and return its exit status: 0, 1
+    for an error (said in one line on stderr), 2 for words that do not parse, 130 after Ctrl-C, 143
+    after SIGTERM."""
+    with _sigterm_as_interrupt():
+        return _main(argv, RunContext())
+
+
+def _main(argv: list[str] | None, context: RunContext) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        args.run(args, context)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        return _interrupted(e, context)
+    except PatternTimeout as e:  # a regex from the tokenizer's files (or --pattern) ran too long
+        source = getattr(args, "tokenizer", None) or getattr(args, "dir", None) or getattr(args, "source", None)
+        if source and not args.pattern:
+            e = f"the pattern of {source if isinstance(source, str) else ', '.join(source)}: {e}"
+        print(f"bpe: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. `bpe decode ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (BpeError, ValueError, OSError, ImportError) as e:
+        if isinstance(e, ImportError) and _caused_by_interrupt(e):
+            # Ctrl-C during an import (numpy reports it as an ImportError)
+            return _interrupted(_caused_by_interrupt(e), context)
+        print(f"bpe: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While the command runs, SIGTERM raises `Terminated` in this process. Forked workers inherit
+    the handler: there it restores the default and ends the worker, as SIGTERM would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (and only it receives signals)
+        return
+    main_pid = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != main_pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(error: BaseException | None, context: RunContext) -> int:
+    what, status = ("terminated (SIGTERM)", 143) if isinstance(error, Terminated) else ("interrupted", 130)
+    written = context.changed()
+    if context.resumable is not None:
+        print(f"bpe: {what}; run the same command again to finish {context.resumable} "
+              "(what is finished is kept)", file=sys.stderr)
+    elif written:
+        print(f"bpe: {what} after the output was complete: {', '.join(map(str, written))}", file=sys.stderr)
+    else:
+        print(f"bpe: {what}; no output was written", file=sys.stderr)
+    return status
+
+
+def _caused_by_interrupt(error: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (or `Terminated`) among the exceptions that led to `error`, if any."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None

@@ -1,0 +1,186 @@
+"""`bpe encode`, `bpe decode` and `bpe inspect`: text to token ids and back."""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from cs336_basics.bpe import Tokenizer, default_num_workers
+from cs336_basics.cli import common
+from cs336_basics.cli.common import RunContext, positive_int
+from cs336_basics.corpora import sources
+from cs336_basics.encode import engines
+from cs336_basics.errors import CommandError
+from cs336_basics.text.surrogates import fix_surrogates
+from cs336_basics.train.merge_log import readable_token
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add `bpe encode`, `bpe decode` and `bpe inspect` to the subcommands."""
+    p = commands.add_parser("encode", help="encode text files into one NumPy token array or a dataset directory")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{common.INPUTS_HELP}, encoded in order")
+    common.add_corpus_options(p)
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
+    p.add_argument("--out", required=True, metavar="FILE.npy|DIR",
+                   help="the array to write, or (not ending in .npy) a dataset directory of shards, resumable")
+    p.add_argument("--shard-size", type=_byte_size, metavar="SIZE",
+                   help="dataset directory: about this many bytes of ids per shard (default 256M)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="dataset directory: write it anew even if it was started with other settings")
+    p.add_argument("--workers", type=positive_int, help="processes (default: all cores)")
+    p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="default: uint16 if ids fit")
+    p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
+                   help="tiktoken's BPE over our vocabulary (same ids), ours, or tiktoken where it can give our ids (default)")
+    common.add_special_options(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=run_encode)
+
+    p = commands.add_parser("decode", help="print the text of a token array")
+    p.add_argument("array", metavar="FILE.npy")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
+    common.add_special_options(p)
+    p.set_defaults(run=run_decode)
+
+    p = commands.add_parser("inspect", help="show how a text is cut into tokens")
+    p.add_argument("text")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
+    common.add_special_options(p)
+    p.set_defaults(run=run_inspect)
+
+
+def _byte_size(text: str) -> int:
+    """A size such as 256M, 64KiB or 1000 (bytes)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        value = int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 256M or 1000000, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
+    return value
+
+
+# --- encode ------------------------------------------------------------------------------------------
+
+
+def run_encode(args: argparse.Namespace, context: RunContext) -> None:
+    tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
+    files = common.corpus_files(args.inputs)
+    if not args.out.lower().endswith(".npy"):
+        return _encode_dataset(args, context, tokenizer, files)
+    if args.shard_size is not None or args.overwrite:
+        raise CommandError(f"--shard-size and --overwrite are for a dataset directory; --out {args.out} is one array")
+    out = Path(args.out)
+    common.writable_dir(out.parent)
+    if out.is_dir():
+        raise CommandError(f"--out {out} is a folder; name the .npy file to write")
+    common.refuse_outputs_among([out], files)
+    context.watch(out)
+    total_bytes, workers, engine = _encode_settings(args, tokenizer, files)
+    started = time.perf_counter()
+    with common.executor(args) as executor, _progress(args, total_bytes) as bar:
+        count = tokenizer.encode_file(
+            [f.path for f in files], out, num_workers=workers, executor=executor, text_field=args.text_field,
+            dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n), engine=engine,
+        )
+    seconds = time.perf_counter() - started
+    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine)
+
+
+def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> tuple:
+    """(the corpus's bytes, how many workers, the engine) for `bpe encode`, to either output."""
+    total_bytes = sum(f.size for f in files)
+    workers = args.workers or default_num_workers(total_bytes)
+    return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
+
+
+def _progress(args: argparse.Namespace, total_bytes: int):
+    """The progress bar of `bpe encode`, counting input bytes (none with --quiet)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total_bytes, unit="B", unit_scale=True, desc="encoding", disable=args.quiet)
+
+
+def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_bytes: int, seconds: float,
+                    engine) -> None:
+    total_bytes = sum(f.size for f in files)
+    where = f"on the Dask cluster at {args.dask_scheduler}" if args.dask_scheduler else f"with {workers} worker(s)"
+    print(f"{wrote}: {count:,} tokens from {total_bytes:,} bytes {where}")
+    if count and encoded_bytes:
+        speed = f"{encoded_bytes / 1e6 / max(seconds, 1e-9):.1f} MB/s"
+        if all(f.format == "txt" and f.compression is None for f in files):  # file bytes are text bytes
+            print(f"  {total_bytes / count:.2f} bytes per token, {speed}")
+        else:
+            print(f"  {speed} of input files (see `bpe stats` for bytes of text per token)")
+    print(f"  engine: {engine.engine} ({engine.reason})")
+
+
+def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: Tokenizer, files: list) -> None:
+    """`bpe encode ... --out DIR`: a dataset directory (see `datasets.writer`), resumed if started."""
+    out = args.out if sources.is_url(args.out) else Path(args.out)
+    total_bytes, workers, engine = _encode_settings(args, tokenizer, files)
+    started = time.perf_counter()
+    with common.executor(args) as executor, _progress(args, total_bytes) as bar:
+        try:
+            written = tokenizer.encode_dataset(
+                args.inputs, out, shard_size=args.shard_size, num_workers=workers, executor=executor,
+                text_field=args.text_field, dtype=args.dtype, overwrite=args.overwrite,
+                on_progress=lambda done: bar.update(done - bar.n), engine=engine,
+            )
+        except KeyboardInterrupt:
+            bar.close()
+            context.resumable = out
+            raise
+    seconds = time.perf_counter() - started
+    _encode_summary(args, files, f"wrote {str(out).rstrip('/')}/ ({written.shards:,} shards, {written.documents:,} documents)",
+                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds, engine)
+    if written.reused_bytes:
+        print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run "
+              f"({written.reused_shards:,} of {written.shards:,} shards whole)")
+
+
+# --- decode, inspect ---------------------------------------------------------------------------------
+
+
+def run_decode(args: argparse.Namespace, context: RunContext) -> None:
+    import numpy as np
+
+    tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
+    path = common.readable_file(Path(args.array))
+    try:
+        ids = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, EOFError, OSError) as e:
+        raise CommandError(f"{path} is not a NumPy token array: {e or 'empty file'}") from None
+    if not isinstance(ids, np.ndarray):
+        raise CommandError(f"{path} is not a NumPy token array (an .npz archive?)")
+    if ids.ndim != 1 or ids.dtype.kind not in "ui":
+        raise CommandError(f"{path} holds a {ids.dtype} array of shape {ids.shape}; expected 1-D integer ids")
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out = sys.stdout
+    for start in range(0, len(ids), 1 << 20):
+        out.write(decoder.decode(tokenizer.decode_bytes(ids[start : start + (1 << 20)])))
+    out.write(decoder.decode(b"", final=True))
+
+
+def run_inspect(args: argparse.Namespace, context: RunContext) -> None:
+    if args.text != fix_surrogates(args.text):  # bytes the terminal's encoding could not decode
+        raise CommandError("the text argument is not valid in this terminal's encoding (it decodes to "
+                           "surrogates); set a UTF-8 locale, e.g. LANG=C.UTF-8")
+    tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
+    ids = tokenizer.encode(args.text)
+    colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
+    pieces = []
+    for n, token_id in enumerate(ids):
+        text = readable_token(tokenizer.vocab[token_id])
+        if colour:
+            pieces.append(f"\x1b[{(41, 44, 42, 45)[n % 4]};97m{text}\x1b[0m")
+        else:
+            pieces.append(f"[{text}]")
+    print("".join(pieces))
+    print(" ".join(map(str, ids)))
+    print(f"{len(ids)} tokens, {len(args.text.encode())} bytes")
