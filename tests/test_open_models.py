@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.formats.gpt2 import token_to_text
-from cs336_basics.text import patterns, pipelines
+from cs336_basics.text import patterns, pipelines, timeouts
 from tests.common import FIXTURES_PATH, open_model_file
 
 EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 2000))
@@ -866,8 +866,8 @@ def test_a_pipeline_keeps_the_flags_of_its_added_tokens_and_takes_merges_by_defa
 
 
 def test_a_split_regex_from_a_file_running_past_its_time_limit_is_stopped_naming_it(monkeypatch):
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS", 1e-6)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS_PER_MB", 0.0)
     text = "some words 12 and more, " * 2000
     ours = pipelines.get(pipelines.make_spec([], [{"regex": pipelines.BYTE_LEVEL_REGEX, "behavior": "Contiguous",
                                                    "invert": False}, {"byte_level": True}]))

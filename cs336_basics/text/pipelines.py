@@ -56,6 +56,7 @@ from itertools import chain
 import regex
 
 from cs336_basics.errors import PatternTimeout
+from cs336_basics.text.timeouts import custom_timeout
 PREFIX = "hf-pipeline:"
 
 NORMALIZERS = ("NFC", "NFKC", "NFD", "NFKD")
@@ -146,8 +147,6 @@ class SplitStep:
         try:
             spans = self._spans(piece)
         except TimeoutError:
-            from cs336_basics.text.patterns import custom_timeout
-
             raise PatternTimeout(
                 f"Split regex {self.source[:60]!r} ran for over {custom_timeout(len(piece)):.0f} s on a piece of "
                 f"{len(piece):,} characters starting {piece[:40]!r} and was stopped: it backtracks "
@@ -189,12 +188,10 @@ class SplitStep:
     def _spans(self, piece: str) -> list[list]:
         """[start, end, is_match] of the matches and the text between them, in order; with `invert`
         the text between counts as the matches. A regex from a file runs with a time limit (see
-        `patterns.custom_timeout`); ours (`BOUNDARY_REGEXES`) without."""
+        `timeouts.custom_timeout`); ours (`BOUNDARY_REGEXES`) without."""
         if self.source in BOUNDARY_REGEXES:
             matches = self.compiled.finditer(piece)
         else:
-            from cs336_basics.text.patterns import custom_timeout
-
             matches = self.compiled.finditer(piece, timeout=custom_timeout(len(piece)))
         spans: list[list] = []
         end = 0
