@@ -533,7 +533,7 @@ def test_added_tokens_take_one_round_only_where_it_finds_what_two_find(base_docu
     document = _with_added(base_document, tokens)
     document["pre_tokenizer"] = _pre([pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated")], use_regex=True)
     ours, hf = _ours(document, tmp_path_factory), _hf(document)
-    assert ours._plain_added == plain
+    assert ours._added.plain == plain
 
     @settings(max_examples=max(EXAMPLES // 20, 20), deadline=None, suppress_health_check=list(HealthCheck))
     @given(text=text_with([t for t, _, _ in tokens] + ["x<|eot|>", "<|eot|>x", "a<|eot|>b", "<|>x", "<|eot|>!"]))

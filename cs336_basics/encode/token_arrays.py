@@ -124,7 +124,7 @@ def _init_worker(key: str, state: tuple, share_folder: str | None = None, engine
     if engine is not None and engine.engine == "tiktoken":
         engines.warm_up(engine)
         return  # tiktoken has no cache to share
-    cache = getattr(tokenizer, "_cache", None)
+    cache = getattr(tokenizer, "cache", None)
     if share_folder is not None and hasattr(cache, "start_learning"):
         # Sharing only saves work. A worker that starts as the run fails finds the folder removed
         # (or the disk full): it goes on without sharing rather than fail in its initializer, which

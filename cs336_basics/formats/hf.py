@@ -252,8 +252,11 @@ def _read_post_processor(post: object, source: str) -> "dict | None":
     )
 
 
-def template_ids(post: dict, source: str = "post-processor") -> tuple[list[int], list[int]]:
-    """The ids a TemplateProcessing's single-sequence template puts before and after the text."""
+def template_ids(post: "dict | None", source: str = "post-processor") -> tuple[list[int], list[int]]:
+    """The ids a TemplateProcessing's single-sequence template puts before and after the text
+    (none for no post-processor)."""
+    if post is None:
+        return [], []
     single, specials = post.get("single"), post.get("special_tokens")
     if not isinstance(single, list) or not isinstance(specials, dict):
         raise ValueError(f"{source}: post-processor TemplateProcessing needs a single template and special_tokens")
