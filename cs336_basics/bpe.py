@@ -24,7 +24,9 @@ from cs336_basics.encode import engines, streaming
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.encode.text_encoder import TextEncoder, whole_tokens
 from cs336_basics.formats import gpt2
-from cs336_basics.formats.definition import add_special_tokens, checked_merges, checked_vocab
+from cs336_basics.formats.definition import (
+    TokenizerDefinition, add_special_tokens, checked_added_tokens, checked_merges, checked_vocab,
+)
 from cs336_basics.formats.hf import template_ids
 from cs336_basics.text import patterns
 from cs336_basics.text.added_tokens import AddedTokens
@@ -123,9 +125,12 @@ class Tokenizer:
     def __init__(
         self, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str] | None = None,
         *, pattern: str = "gpt2", cache_size: int = 1 << 20,  # entries per cache generation (see EncodeCache)
+        added_tokens: "dict[str, tuple[bool, bool]] | None" = None, post_processor: "dict | None" = None,
     ):
+        # added_tokens (their flags) and post_processor: a tokenizer.json's, see formats.definition.
         self._pretokenizer = pretokenizer = patterns.get(pattern)
         self.pattern: str = pretokenizer.name  # canonical: "gpt2", "cl100k", "o200k", "none", the regex or a pipeline
+        self.added_tokens, self.post_processor = checked_added_tokens(added_tokens, post_processor, self.pattern)
         self.special_tokens = validate_special_tokens(special_tokens)
         self.cache_size = cache_size
         self.vocab = checked_vocab(vocab)
@@ -142,8 +147,8 @@ class Tokenizer:
         self.packed_dtype: str = "=u2" if self._id_typecode == "H" else "=u4"  # see encode_packed
         fixed = {t: chr(ids[t.encode("utf-8")]).encode(codec, "surrogatepass") for t in self.special_tokens}
         pipeline = pretokenizer.pipeline
-        self._added = AddedTokens(pipeline, self.special_tokens, fixed) if pipeline is not None else None
-        self._template = template_ids(pipeline.post_processor if pipeline else None)  # for add_special_tokens
+        self._added = AddedTokens(pipeline, self.special_tokens, fixed, self.added_tokens) if pipeline else None
+        self._template = template_ids(self.post_processor)  # what add_special_tokens adds
         self.cache = EncodeCache(
             self._table, cache_size, pretokenizer=pretokenizer, codec=codec,
             fixed=fixed if self._added is None else self._added.cache_keys,
@@ -182,25 +187,30 @@ class Tokenizer:
         "o200k_base": through tiktoken, an optional extra), a directory, a `tokenizer.json` or a
         `.tiktoken` file (which alone takes `pattern`, `special_tokens` and `sha256`). The contract
         is `formats.pretrained.load`'s.
-
-        >>> tok = Tokenizer.from_pretrained("cl100k_base")  # doctest: +SKIP
-        >>> tok.encode("hello world")  # doctest: +SKIP
-        [15339, 1917]
         """
         from cs336_basics.formats import pretrained
 
         loaded = pretrained.load(name_or_path, pattern=pattern, special_tokens=special_tokens, sha256=sha256)
         try:
-            return cls(loaded.vocab, loaded.merges, loaded.special_tokens, pattern=loaded.pattern)
+            return cls.from_definition(loaded)
         except ValueError as e:
             raise ValueError(f"{name_or_path}: {e}") from None
+
+    @classmethod
+    def from_definition(cls, definition: TokenizerDefinition, *, cache_size: int = 1 << 20) -> "Tokenizer":
+        """The tokenizer a `TokenizerDefinition` defines (as `pretrained.load` gives one)."""
+        vocab, merges, special_tokens, pattern, added_tokens, post_processor = definition
+        return cls(vocab, merges, special_tokens, pattern=pattern, cache_size=cache_size, added_tokens=added_tokens,
+                   post_processor=post_processor)
+
 
     def save_pretrained(self, directory: "str | os.PathLike") -> None:
         """Write `vocab.json`, `merges.txt` and `tokenizer.json` into `directory`, atomically (see
         `pretrained.save`)."""
         from cs336_basics.formats import pretrained
 
-        pretrained.save(directory, self.vocab, self.merges, self.special_tokens, self.pattern)
+        pretrained.save(directory, self.vocab, self.merges, self.special_tokens, self.pattern,
+                        added_tokens=self.added_tokens, post_processor=self.post_processor)
 
     def to_tiktoken(self, *, name: str = "cs336"):
         """A `tiktoken.Encoding` giving our ids on any text (special tokens allowed with
@@ -284,8 +294,6 @@ class Tokenizer:
         256 MiB) holding together what `encode_file` writes, and `manifest.json`. Run again after a
         stop, it encodes only what is missing; other settings are refused unless `overwrite`. Returns
         a `datasets.writer.Written`. The contract is `datasets.writer.write_dataset`'s.
-
-        >>> tok.encode_dataset("corpus/", "data/corpus", shard_size=64 << 20)  # doctest: +SKIP
         """
         from cs336_basics.datasets.writer import DEFAULT_SHARD_SIZE, write_dataset
 
@@ -308,8 +316,6 @@ class Tokenizer:
         one), in batches on `num_workers` processes (default: all cores). A dataset written from an
         iterable is refused unless `resume=True` (the same documents from the start) or `overwrite`.
         The contract is `datasets.from_documents.write_dataset_from_documents`'s.
-
-        >>> tok.encode_dataset_from_iterator((row["text"] for row in rows), "data/web")  # doctest: +SKIP
         """
         from cs336_basics.datasets.from_documents import write_dataset_from_documents
         from cs336_basics.datasets.writer import DEFAULT_SHARD_SIZE
@@ -326,19 +332,14 @@ class Tokenizer:
     ) -> list[list[int]]:
         """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging Face's
         `encode_batch`), by `num_workers` processes; see `encode.corpus.encode_batch`.
-
-        >>> tok.encode_batch(["hello", "world<|endoftext|>"])  # doctest: +SKIP
-        [[31373], [6894, 50256]]
         """
         from cs336_basics.encode.corpus import encode_batch
 
         return encode_batch(self, texts, num_workers=num_workers, engine=engine)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD.
-
-        Raises ValueError naming the first id that is not in the vocabulary.
-        """
+        """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD. Raises
+        ValueError naming the first id that is not in the vocabulary."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:

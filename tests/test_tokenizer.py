@@ -564,3 +564,28 @@ def test_cache_keeps_keys_up_to_64_characters(trained):
         word = word[:n]
         tokenizer.encode(word)
         assert (word in tokenizer.cache) == kept
+
+
+def test_a_definition_travels_whole_to_workers_and_into_dataset_identities():
+    """Added-token flags and the post-processor are not in the pattern (see `formats.definition`):
+    the state workers rebuild a tokenizer from, and a dataset's tokenizer identity, carry them."""
+    from cs336_basics.datasets.writer import tokenizer_identity
+    from cs336_basics.encode.token_arrays import tokenizer_state
+    from cs336_basics.formats.definition import TokenizerDefinition
+    from cs336_basics.text import pipelines
+
+    post = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<a>", "type_id": 0}},
+                                                     {"Sequence": {"id": "A", "type_id": 0}}],
+            "special_tokens": {"<a>": {"id": "<a>", "ids": [256], "tokens": ["<a>"]}}}
+    vocab = {i: bytes([i]) for i in range(256)}
+    spec = pipelines.make_spec(["NFC"], [{"byte_level": True}])
+    tok = Tokenizer.from_definition(TokenizerDefinition(vocab, [], ["<a>"], spec, {"<a>": (True, True)}, post))
+    plain = Tokenizer(vocab, [], ["<a>"], pattern=spec)
+    assert tok.encode("x<a>", add_special_tokens=True) == [256, ord("x"), 256]
+    key, (cls, *data, options) = tokenizer_state(tok)
+    rebuilt = cls(*data, **options)
+    assert (rebuilt.added_tokens, rebuilt.post_processor) == ({"<a>": (True, True)}, post)
+    assert rebuilt.encode("x<a>", add_special_tokens=True) == [256, ord("x"), 256]
+    assert key != tokenizer_state(plain)[0]
+    assert tokenizer_identity(tok)["sha256"] != tokenizer_identity(plain)["sha256"]
+    assert tokenizer_identity(tok)["pattern"] == tokenizer_identity(plain)["pattern"] == spec

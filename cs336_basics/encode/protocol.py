@@ -3,7 +3,7 @@
 `bpe.Tokenizer` is the one implementation; the packages below the face cannot import it (imports
 flow up to it, not down from it), so they take any object of this shape. Workers rebuild one from
 `token_arrays.tokenizer_state`: its class called as `cls(vocab, merges, special_tokens,
-pattern=..., cache_size=...)`.
+pattern=..., cache_size=..., added_tokens=..., post_processor=...)` (the last two only when set).
 """
 
 from typing import Protocol
@@ -24,6 +24,10 @@ class TokenizerLike(Protocol):
     # planned with them).
     cut_tokens: list[str]
     cache: EncodeCache  # learns and shares the words it encodes (see `token_arrays`)
+    # A tokenizer.json's added-token flags and post-processor (see `formats.definition`): workers
+    # rebuild the tokenizer with them, and a dataset's identity covers them.
+    added_tokens: dict[str, tuple[bool, bool]]
+    post_processor: "dict | None"
 
     def encode(self, text: str) -> list[int]:
         """The ids of `text`, special tokens in it becoming their ids."""

@@ -1,7 +1,7 @@
 """Hugging Face added tokens under a pipeline (see `pipelines`), matched as `tokenizers` matches them.
 
-A `tokenizer.json` marks each added token as normalized or not. `tokenizers` matches them in two
-rounds: those not normalized on the raw text, then, in the text between them once normalized, the
+A `tokenizer.json` marks each added token as normalized or not (`flags`, given beside the pattern: see
+`formats.definition`). `tokenizers` matches them in two rounds: those not normalized on the raw text, then, in the text between them once normalized, the
 normalized ones (by their normalized text). `AddedTokens`, built once per tokenizer, turns a text
 into the keys its encode cache takes: added tokens, marked with a surrogate so that no pre-token
 reads as one (text holds no surrogates: they are fixed first), and the chunks or pre-tokens of the
@@ -45,7 +45,8 @@ def cut_before_normalized(normalized: list[str], tokens: list[str]) -> list[str]
 
 
 class AddedTokens:
-    """The added tokens (`special_tokens`) of a tokenizer under `pipeline`.
+    """The added tokens (`special_tokens`) of a tokenizer under `pipeline`; `flags` holds their
+    `(special, normalized)` flags where these are not (True, False).
 
     `plain` is true when one round of all the tokens on the raw text finds what the two rounds
     find (no normalizer, and no token of the second round can take text from one of the first, see
@@ -54,10 +55,12 @@ class AddedTokens:
     `cut_tokens` are those before which a text may be cut.
     """
 
-    def __init__(self, pipeline: Pipeline, special_tokens: list[str], fixed: dict[str, bytes]):
+    def __init__(self, pipeline: Pipeline, special_tokens: list[str], fixed: dict[str, bytes],
+                 flags: dict[str, tuple[bool, bool]]):
         self.pipeline = pipeline
-        raw = [t for t in special_tokens if not pipeline.is_normalized(t)]
-        normalized = {pipeline.normalize(t): t for t in special_tokens if pipeline.is_normalized(t)}
+        is_normalized = {t for t, (_, normalized) in flags.items() if normalized}.__contains__
+        raw = [t for t in special_tokens if not is_normalized(t)]
+        normalized = {pipeline.normalize(t): t for t in special_tokens if is_normalized(t)}
         self.plain: bool = not pipeline.normalizers and not can_take_from(list(normalized), raw)
         self.raw_re = special_token_regex(raw, keep=True)
         self.normalized_re = special_token_regex(normalized, keep=True)
@@ -69,9 +72,9 @@ class AddedTokens:
             self.cache_keys.update((NORMALIZED_ADDED + text, fixed[t]) for text, t in normalized.items())
             # Before the tokens of the first round, and the normalized ones `cut_before_normalized`
             # allows (the text around others is normalized, or matched, with them).
-            normalized_tokens = [t for t in special_tokens if pipeline.is_normalized(t)]
+            normalized_tokens = [t for t in special_tokens if is_normalized(t)]
             allowed = set(cut_before_normalized(normalized_tokens, special_tokens))
-            self.cut_tokens = [t for t in special_tokens if not pipeline.is_normalized(t) or t in allowed]
+            self.cut_tokens = [t for t in special_tokens if not is_normalized(t) or t in allowed]
 
     def keys(self, text: str, split: Callable[[str], list[str]]) -> list[str]:
         """The cache keys of text (no surrogates): added tokens (marked, see the module docstring),
