@@ -168,7 +168,7 @@ def train_rustbpe_streamed(path: str, vocab_size: int, special_tokens: list[str]
 
 def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our two training phases timed separately, doing what train_bpe does."""
-    from cs336_basics.bpe import _PARALLEL_MIN_WORDS, default_num_workers
+    from cs336_basics.train.trainer import PARALLEL_MIN_WORDS, default_num_workers
     from cs336_basics.corpora import sources
     from cs336_basics.train import counting
     from cs336_basics.train.merge import train_merges
@@ -183,7 +183,7 @@ def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: 
     counts = counting.count_pretokens(units, num_workers=workers, task_size=piece_size)
     counted = time.perf_counter()
     distinct = len(counts)
-    num_shards = workers if distinct >= _PARALLEL_MIN_WORDS else 1  # as train_bpe shards the loop
+    num_shards = workers if distinct >= PARALLEL_MIN_WORDS else 1  # as train_bpe shards the loop
     handed_over = [counts]  # the only reference, as train_bpe gives it, so that it is freed early
     del counts
     merges = train_merges(handed_over.pop(), vocab_size - 256 - len(special_tokens), num_shards=num_shards)

@@ -22,7 +22,7 @@ class MissingExtra(BpeError, ImportError):
 
 
 class PatternTimeout(BpeError, ValueError):
-    """A custom regex ran past its time limit on a document (see `text.patterns.custom_timeout`)."""
+    """A custom regex ran past its time limit on a document (see `text.timeouts.custom_timeout`)."""
 
 
 class DatasetBusy(BpeError, RuntimeError):

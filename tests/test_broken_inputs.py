@@ -31,7 +31,7 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main as bpe_main
 from cs336_basics.corpora import executors, sources
 from cs336_basics.formats import hf
-from cs336_basics.text import patterns
+from cs336_basics.text import patterns, timeouts
 from cs336_basics.train.merge_log import read_merge_log, readable_token
 from tests.kill_target import release
 from tests.test_sources import DOCS, EOT, TEXT, VOCAB, WRITERS, write_jsonl, write_parquet
@@ -553,8 +553,8 @@ def _split_tokenizer_json(tokenizer: Tokenizer, regex_source: str) -> str:
 
 @pytest.fixture
 def short_timeout(monkeypatch):
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 0.3)
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS_PER_MB", 0.0)
 
 
 @pytest.mark.slow
@@ -581,8 +581,8 @@ def test_a_catastrophic_regex_from_a_file_is_stopped(tmp_path, capsys, tokenizer
 
 
 def test_the_named_patterns_run_without_a_time_limit(monkeypatch, tokenizer):
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS", 1e-6)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS_PER_MB", 0.0)
     for name in ("gpt2", "cl100k", "o200k"):
         named = Tokenizer(tokenizer.vocab, tokenizer.merges, [EOT], pattern=name)
         assert named.decode(named.encode(TEXT)) == TEXT

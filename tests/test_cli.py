@@ -99,11 +99,10 @@ def test_bad_option_is_one_line_with_status_2(capsys):
 
 
 def test_a_killed_merge_worker_ends_train_with_one_line(tmp_path, capsys, monkeypatch):
-    # The merge loop runs in shards past bpe._PARALLEL_MIN_WORDS distinct pre-tokens; lowered here so
+    # The merge loop runs in shards past trainer.PARALLEL_MIN_WORDS distinct pre-tokens; lowered here so
     # that a small corpus takes that path. Each shard's process is killed as soon as it is started,
     # before it is given its words: the loop then finds it dead when it waits for its pair counts.
-    import cs336_basics.bpe
-    from cs336_basics.train import merge
+    from cs336_basics.train import merge, trainer
 
     killed = []
 
@@ -114,7 +113,7 @@ def test_a_killed_merge_worker_ends_train_with_one_line(tmp_path, capsys, monkey
             killed.append(self.process.pid)
             super().start(words, counts, long)
 
-    monkeypatch.setattr(cs336_basics.bpe, "_PARALLEL_MIN_WORDS", 1)
+    monkeypatch.setattr(trainer, "PARALLEL_MIN_WORDS", 1)
     monkeypatch.setattr(merge, "_RemoteShard", KilledShard)
     out = tmp_path / "out"
     argv = ["train", str(FIXTURES_PATH / "english.txt"), "--vocab-size", "300", "--out", str(out), "--quiet",

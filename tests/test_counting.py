@@ -195,15 +195,16 @@ def test_train_bpe_hands_the_counts_over_to_the_merge_loop(tmp_path, monkeypatch
     import sys
 
     from cs336_basics import bpe
+    from cs336_basics.train import trainer
 
     seen = {}
-    real = bpe.train_merges
+    real = trainer.train_merges
 
     def spy(word_counts, *args, **kwargs):
         seen["refs"] = sys.getrefcount(word_counts)  # this frame's name and getrefcount's argument
         return real(word_counts, *args, **kwargs)
 
-    monkeypatch.setattr(bpe, "train_merges", spy)
+    monkeypatch.setattr(trainer, "train_merges", spy)
     path = tmp_path / "corpus.txt"
     path.write_text("the cat sat on the mat" * 20)
     stats: dict = {}

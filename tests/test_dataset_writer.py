@@ -272,6 +272,29 @@ def test_a_newer_format_version_is_refused(tmp_path, tokenizer, corpus):
     assert files_of(tmp_path / "ds") == before
 
 
+def test_a_manifest_of_format_version_1_still_reads_and_its_resume_is_refused_naming_the_version(
+    tmp_path, tokenizer, corpus
+):
+    """Version 2 moved a pipeline's added tokens and post-processor out of the pattern (see `layout`).
+    A version-1 dataset reads as it did; resuming it is refused, naming the change, until overwritten."""
+    from cs336_basics.datasets.loader import TokenDataset
+
+    tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=300, num_workers=1)
+    path = tmp_path / "ds" / layout.MANIFEST
+    path.write_text(json.dumps({**json.loads(path.read_text()), "version": 1}))
+    ids, starts, manifest = read_dataset(tmp_path / "ds")
+    assert manifest["version"] == 1 and (ids, starts) == oracle(tokenizer, corpus, tmp_path)
+    loaded = TokenDataset(tmp_path / "ds")
+    assert loaded.read(0, len(loaded)).tolist() == ids
+    loaded.verify()
+    before = files_of(tmp_path / "ds")
+    with pytest.raises(ValueError, match=rf"the format version changed \(1, now {layout.FORMAT_VERSION}\)"):
+        tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=300, num_workers=1)
+    assert files_of(tmp_path / "ds") == before
+    tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=300, num_workers=1, overwrite=True)
+    assert read_dataset(tmp_path / "ds")[2]["version"] == layout.FORMAT_VERSION
+
+
 # --- faults ---------------------------------------------------------------------------------------------
 
 

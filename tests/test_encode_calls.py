@@ -1,7 +1,7 @@
 """How `Tokenizer.encode` hands chunks to the cache, against the slow reference encoder.
 
-`Tokenizer._encode_packed` gives `EncodeCache.encode` the chunks of a few documents (and the
-special tokens between them) at a time, at most `bpe._CHUNKS_PER_CALL` (a longer run of chunks is
+`encode.text_encoder.TextEncoder.encode_packed` gives `EncodeCache.encode` the chunks of a few documents (and the
+special tokens between them) at a time, at most `text_encoder.CHUNKS_PER_CALL` (a longer run of chunks is
 cut into calls of that size). `EncodeCache.encode` looks every chunk up, then either patches the few missing ones in place
 or, when many miss, joins through the dict of computed ones. Each of these is checked here on
 generated text and chunk lists: per call sizes down to one chunk, lists with no miss, a few, and
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import bpe as bpe_module
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.encode import text_encoder
 from cs336_basics.text.patterns import regex_string
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
@@ -46,13 +46,13 @@ def reference(text: str, tokenizer: Tokenizer) -> list[int]:
 def test_documents_handed_over_in_calls_of_any_size(trained, texts, per_call, pattern, specials):
     vocab, merges = trained
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern, cache_size=64)
-    old = bpe_module._CHUNKS_PER_CALL
-    bpe_module._CHUNKS_PER_CALL = per_call
+    old = text_encoder.CHUNKS_PER_CALL
+    text_encoder.CHUNKS_PER_CALL = per_call
     try:
         for text in texts + texts[:1]:
             assert tokenizer.encode(text) == reference(text, tokenizer)
     finally:
-        bpe_module._CHUNKS_PER_CALL = old
+        text_encoder.CHUNKS_PER_CALL = old
 
 
 def chunk_ids(tokenizer: Tokenizer, chunks: list[str]) -> list[int]:

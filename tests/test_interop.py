@@ -202,10 +202,11 @@ def test_we_read_split_then_byte_level_files_with_their_ids(tmp_path, as_written
     assert ours.encode(text) == hf.encode(text).ids
 
 
-def _pipeline_spec(normalizers: list[str], steps: list[dict], added: bool = True) -> str:
+def _pipeline_spec(normalizers: list[str], steps: list[dict], added: bool = True) -> tuple[str, dict]:
+    """A pipeline pattern, and the added-token flags that go with it (see `formats.definition`)."""
     from cs336_basics.text import pipelines
 
-    return pipelines.make_spec(normalizers, steps, added={EOT: (True, True)} if added else None)
+    return pipelines.make_spec(normalizers, steps), {EOT: (True, True)} if added else {}
 
 
 @pytest.mark.parametrize("pattern, byte_level", [
@@ -223,10 +224,12 @@ def test_tokenizers_writes_our_tokenizer_json_back_unchanged_and_we_read_back_it
 
     from cs336_basics.formats import hf
 
+    pattern, added = pattern if isinstance(pattern, tuple) else (pattern, {})
     vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b" ab", 258: EOT.encode()}
-    ours = json.loads(hf.tokenizer_json(vocab, [(b"a", b"b"), (b" ", b"ab")], [EOT], pattern))
+    ours = json.loads(hf.tokenizer_json(vocab, [(b"a", b"b"), (b" ", b"ab")], [EOT], pattern, added_tokens=added))
     assert json.loads(HFTokenizer.from_str(json.dumps(ours)).to_str()) == ours  # every field as tokenizers spells it
     assert hf.parse_tokenizer_json(json.dumps(ours).encode())[3] == pattern
+    assert hf.parse_tokenizer_json(json.dumps(ours).encode()).added_tokens == added
     if byte_level is not None:  # GPT-2's layout: tokenizers' own ByteLevel alone, with its regex or without
         plain = HFTokenizer(models.BPE())
         plain.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=byte_level)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.formats.gpt2 import token_to_text
-from cs336_basics.text import patterns, pipelines
+from cs336_basics.text import patterns, pipelines, timeouts
 from tests.common import FIXTURES_PATH, open_model_file
 
 EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 2000))
@@ -533,7 +533,7 @@ def test_added_tokens_take_one_round_only_where_it_finds_what_two_find(base_docu
     document = _with_added(base_document, tokens)
     document["pre_tokenizer"] = _pre([pre_tokenizers.Split(Regex(r"\p{N}{1,3}"), "isolated")], use_regex=True)
     ours, hf = _ours(document, tmp_path_factory), _hf(document)
-    assert ours._plain_added == plain
+    assert ours._added.plain == plain
 
     @settings(max_examples=max(EXAMPLES // 20, 20), deadline=None, suppress_health_check=list(HealthCheck))
     @given(text=text_with([t for t, _, _ in tokens] + ["x<|eot|>", "<|eot|>x", "a<|eot|>b", "<|>x", "<|eot|>!"]))
@@ -751,27 +751,36 @@ def test_one_split_step_cuts_as_tokenizers_does_whatever_its_regex(source, behav
         assert pipeline.pretokens(text) == [piece for piece, _ in split.pre_tokenize_str(text)], text
 
 
-GOOD_SPEC = {"normalizers": [], "steps": [{"byte_level": True}], "ignore_merges": False, "added": {}, "post_processor": None}
+GOOD_SPEC = {"normalizers": [], "steps": [{"byte_level": True}], "ignore_merges": False}
 
 
 @pytest.mark.parametrize("spec, message", [
     ("{", "pipeline spec is not valid JSON"),
     ("[]", "pipeline spec needs exactly the keys"),
     ("5", "pipeline spec needs exactly the keys"),
-    ({k: v for k, v in GOOD_SPEC.items() if k != "post_processor"}, "pipeline spec needs exactly the keys"),
+    ({k: v for k, v in GOOD_SPEC.items() if k != "ignore_merges"}, "pipeline spec needs exactly the keys"),
     ({**GOOD_SPEC, "extra": 1}, "pipeline spec needs exactly the keys"),
+    # Added tokens and the post-processor are not pre-tokenization: a spec of format version 1 held them.
+    ({**GOOD_SPEC, "added": {}, "post_processor": None}, "pipeline spec needs exactly the keys"),
     ({**GOOD_SPEC, "normalizers": ["NFC", "Lowercase"]}, "pipeline normalizers must be a list of NFC, NFKC, NFD, NFKD"),
     ({**GOOD_SPEC, "steps": []}, "pipeline steps must end with"),
     ({**GOOD_SPEC, "steps": [{"regex": "a", "behavior": "Isolated", "invert": False}]}, "pipeline steps must end with"),
-    ({**GOOD_SPEC, "added": {"<a>": [True]}}, "pipeline added must map each token to [special, normalized]"),
-    ({**GOOD_SPEC, "added": {"<a>": [True, 0]}}, "pipeline added must map each token to [special, normalized]"),
-    ({**GOOD_SPEC, "added": {"<a>": "yes"}}, "pipeline added must map each token to [special, normalized]"),
 ])
 def test_a_malformed_pipeline_spec_is_refused_naming_what_is_wrong(spec, message):
     text = pipelines.PREFIX + (spec if isinstance(spec, str) else json.dumps(spec))
     with pytest.raises(ValueError, match=re.escape(message)):
         patterns.get(text)
     assert patterns.get(pipelines.PREFIX + json.dumps(GOOD_SPEC)).pipeline.steps[0].source == pipelines.BYTE_LEVEL_REGEX
+
+
+@pytest.mark.parametrize("flags", [{"<a>": [True]}, {"<a>": [True, 0]}, {"<a>": "yes"}])
+def test_malformed_added_token_flags_are_refused(flags):
+    from cs336_basics.formats import definition
+
+    with pytest.raises(ValueError, match=re.escape("added_tokens must map each token to (special, normalized)")):
+        definition.checked_added_tokens(flags, None, pipelines.PREFIX + json.dumps(GOOD_SPEC))
+    with pytest.raises(ValueError, match="need a Hugging Face pipeline pattern"):
+        definition.checked_added_tokens({"<a>": (False, False)}, None, "gpt2")
 
 
 def _isolated(source: str, **changes) -> dict:
@@ -820,8 +829,7 @@ def test_files_are_cut_for_a_pipeline_only_before_whitespace_other_than_newlines
     ({"regex": "(ab){1,2}+", "behavior": "Isolated", "invert": False}, "pipeline: Split regex repeats a group with {n,m}+"),
 ])
 def test_a_malformed_step_in_a_pipeline_spec_is_refused_naming_it(step, message):
-    spec = {"normalizers": [], "steps": [step, {"byte_level": True}], "ignore_merges": False, "added": {},
-            "post_processor": None}
+    spec = {"normalizers": [], "steps": [step, {"byte_level": True}], "ignore_merges": False}
     with pytest.raises(ValueError, match=re.escape(message)):
         patterns.get(pipelines.PREFIX + json.dumps(spec))
 
@@ -846,28 +854,31 @@ def test_a_pipeline_pattern_is_a_canonical_string_that_travels():
 
 def test_a_pipeline_spec_is_one_string_whatever_the_order_of_the_keys_given():
     step = {"string": "é,", "behavior": "MergedWithNext", "invert": True}
-    spec = pipelines.make_spec([], [step, {"byte_level": True}], added={"<b>": (False, False), "<a>": (True, True)})
-    reordered = pipelines.make_spec([], [dict(reversed(step.items())), {"byte_level": True}],
-                                    added={"<a>": (True, True), "<b>": (False, False)})
+    spec = pipelines.make_spec([], [step, {"byte_level": True}])
+    reordered = pipelines.make_spec([], [dict(reversed(step.items())), {"byte_level": True}])
     assert spec == reordered
     # Saved files and dataset manifests hold it: compact JSON, keys sorted, non-ASCII kept as it is.
     assert spec == pipelines.PREFIX + (
-        '{"added":{"<a>":[true,true],"<b>":[false,false]},"ignore_merges":false,"normalizers":[],"post_processor":null,'
+        '{"ignore_merges":false,"normalizers":[],'
         '"steps":[{"behavior":"MergedWithNext","invert":true,"string":"é,"},{"byte_level":true}]}'
     )
 
 
-def test_a_pipeline_keeps_the_flags_of_its_added_tokens_and_takes_merges_by_default():
+def test_a_definition_keeps_the_flags_of_its_added_tokens_and_a_pipeline_takes_merges_by_default():
+    from cs336_basics.formats import definition
+
     flags = {"<a>": (True, True), "<b>": (False, False), "<c>": (False, True), "<d>": (True, False)}
-    pipeline = pipelines.get(pipelines.make_spec([], [{"byte_level": True}], added=flags))
+    spec = pipelines.make_spec([], [{"byte_level": True}])
+    kept, _ = definition.checked_added_tokens(flags, None, spec)
+    pipeline = pipelines.get(spec)
     assert not pipeline.ignore_merges
-    assert {token: (pipeline.is_special(token), pipeline.is_normalized(token)) for token in flags} == flags
+    assert {token: kept.get(token, definition.DEFAULT_FLAGS) for token in flags} == flags
     assert pipelines.get(pipelines.make_spec([], [{"byte_level": True}], ignore_merges=True)).ignore_merges
 
 
 def test_a_split_regex_from_a_file_running_past_its_time_limit_is_stopped_naming_it(monkeypatch):
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS", 1e-6)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS_PER_MB", 0.0)
     text = "some words 12 and more, " * 2000
     ours = pipelines.get(pipelines.make_spec([], [{"regex": pipelines.BYTE_LEVEL_REGEX, "behavior": "Contiguous",
                                                    "invert": False}, {"byte_level": True}]))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.corpora.cutting import find_safe_cut
-from cs336_basics.text import patterns
+from cs336_basics.text import patterns, timeouts
 from cs336_basics.train import merge
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH, tiktoken_for
@@ -133,18 +133,18 @@ def test_a_long_unmatched_text_is_named_by_its_start_in_a_short_message():
 
 def test_a_custom_pattern_running_past_its_time_limit_is_stopped_naming_it(monkeypatch):
     pattern = r"\p{L}+|\p{N}+|[^\p{L}\p{N}\s]+|\s+(?!\S)|\s+"  # 30 to 60 characters: named whole
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS", 1e-6)
-    monkeypatch.setattr(patterns, "TIMEOUT_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS", 1e-6)
+    monkeypatch.setattr(timeouts, "TIMEOUT_SECONDS_PER_MB", 0.0)
     with pytest.raises(errors.PatternTimeout) as e:
         patterns.get(pattern).pretokens("some words 12 and more, " * 2000)
     assert all(w in str(e.value) for w in [repr(pattern), "ran for over 0 s", "48,000 characters", "'some words"]), str(e.value)
 
 
 def test_the_time_limit_of_a_custom_pattern_grows_with_the_document():
-    base, per_mb = patterns.TIMEOUT_SECONDS, patterns.TIMEOUT_SECONDS_PER_MB
-    assert patterns.custom_timeout(0) == base
-    assert patterns.custom_timeout(1_000_000) == base + per_mb
-    assert patterns.custom_timeout(3_000_000) == base + 3 * per_mb
+    base, per_mb = timeouts.TIMEOUT_SECONDS, timeouts.TIMEOUT_SECONDS_PER_MB
+    assert timeouts.custom_timeout(0) == base
+    assert timeouts.custom_timeout(1_000_000) == base + per_mb
+    assert timeouts.custom_timeout(3_000_000) == base + 3 * per_mb
 
 
 @pytest.mark.parametrize("name", ["none", CUSTOM])

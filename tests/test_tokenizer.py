@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
+from cs336_basics.encode import streaming
+from cs336_basics.text import patterns
 from tests.adapters import get_tokenizer, run_train_bpe
 from tests.common import OVERLAP_PIECES, OVERLAPPING_SPECIALS, FIXTURES_PATH, gpt2_files, tiktoken_for, tiktoken_gpt2
 from tests.reference import reference_encode
@@ -484,7 +486,7 @@ def test_surrogate_pairs_can_make_a_special_token(trained):
     assert list(tokenizer.encode_iterable(text[i : i + 5] for i in range(0, len(text), 5))) == expected
 
 
-# --- where encode_iterable cuts: Tokenizer._last_safe_cut against its definition ---------------------
+# --- where encode_iterable cuts: streaming.last_safe_cut against its definition ---------------------
 
 WS = set(" \t\n\x0b\x0c\r\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200B)}
 
@@ -515,7 +517,9 @@ def test_last_safe_cut_is_the_last_safe_cut(trained, specials, data):
     limit = len(text) - max(max(map(len, specials), default=0), 1)
     candidates = range(max(start, 1), limit + 1) if limit > start else ()
     expected = max((c for c in candidates if _is_safe_cut(text, c, specials, start)), default=0)
-    cut, next_start = tokenizer._last_safe_cut(text, start)
+    cut, next_start = streaming.last_safe_cut(
+        text, start, patterns.get(tokenizer.pattern).last_boundary, tokenizer.cut_tokens, tokenizer.special_tokens
+    )
     assert next_start == max(limit, start)
     assert cut == expected or cut == 0 == expected - start  # a cut at `start` itself may be passed over
 
@@ -560,3 +564,28 @@ def test_cache_keeps_keys_up_to_64_characters(trained):
         word = word[:n]
         tokenizer.encode(word)
         assert (word in tokenizer.cache) == kept
+
+
+def test_a_definition_travels_whole_to_workers_and_into_dataset_identities():
+    """Added-token flags and the post-processor are not in the pattern (see `formats.definition`):
+    the state workers rebuild a tokenizer from, and a dataset's tokenizer identity, carry them."""
+    from cs336_basics.datasets.writer import tokenizer_identity
+    from cs336_basics.encode.token_arrays import tokenizer_state
+    from cs336_basics.formats.definition import TokenizerDefinition
+    from cs336_basics.text import pipelines
+
+    post = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<a>", "type_id": 0}},
+                                                     {"Sequence": {"id": "A", "type_id": 0}}],
+            "special_tokens": {"<a>": {"id": "<a>", "ids": [256], "tokens": ["<a>"]}}}
+    vocab = {i: bytes([i]) for i in range(256)}
+    spec = pipelines.make_spec(["NFC"], [{"byte_level": True}])
+    tok = Tokenizer.from_definition(TokenizerDefinition(vocab, [], ["<a>"], spec, {"<a>": (True, True)}, post))
+    plain = Tokenizer(vocab, [], ["<a>"], pattern=spec)
+    assert tok.encode("x<a>", add_special_tokens=True) == [256, ord("x"), 256]
+    key, (cls, *data, options) = tokenizer_state(tok)
+    rebuilt = cls(*data, **options)
+    assert (rebuilt.added_tokens, rebuilt.post_processor) == ({"<a>": (True, True)}, post)
+    assert rebuilt.encode("x<a>", add_special_tokens=True) == [256, ord("x"), 256]
+    assert key != tokenizer_state(plain)[0]
+    assert tokenizer_identity(tok)["sha256"] != tokenizer_identity(plain)["sha256"]
+    assert tokenizer_identity(tok)["pattern"] == tokenizer_identity(plain)["pattern"] == spec

@@ -363,9 +363,9 @@ def test_the_next_pair_is_often_chosen_before_the_shards_answer(monkeypatch):
 
 @pytest.mark.parametrize("workers", [2, 3])
 def test_sharded_training_through_train_bpe(tmp_path, monkeypatch, workers):
-    # train_bpe shards the merge loop only past _PARALLEL_MIN_WORDS distinct pre-tokens; lower it so
+    # train_bpe shards the merge loop only past trainer.PARALLEL_MIN_WORDS distinct pre-tokens; lower it so
     # that small corpora take that path (the stats say how many workers were used).
-    import cs336_basics.bpe
+    from cs336_basics.train import trainer
     from cs336_basics.train import merge
 
     started = []
@@ -375,7 +375,7 @@ def test_sharded_training_through_train_bpe(tmp_path, monkeypatch, workers):
             started.append(len(words))
             super().start(words, counts, long)
 
-    monkeypatch.setattr(cs336_basics.bpe, "_PARALLEL_MIN_WORDS", 1)
+    monkeypatch.setattr(trainer, "PARALLEL_MIN_WORDS", 1)
     monkeypatch.setattr(merge, "_RemoteShard", CountedShard)
     text = "xa<|endoftext|>bx" * 3 + "".join(FRAGMENTS) * 2
     result = train_text(tmp_path, text, 400, ["<|endoftext|>"], num_workers=workers, piece_size=64)

@@ -137,15 +137,15 @@ def test_the_counts_are_handed_over_to_the_merge_loop(monkeypatch):
     # As for train_bpe: the merge loop may free the counts once copied, so nothing else holds them.
     import sys
 
-    from cs336_basics import bpe
+    from cs336_basics.train import trainer
 
     seen = {}
-    real = bpe.train_merges
+    real = trainer.train_merges
 
     def spy(word_counts, *args, **kwargs):
         seen["refs"] = sys.getrefcount(word_counts)  # this frame's name and getrefcount's argument
         return real(word_counts, *args, **kwargs)
 
-    monkeypatch.setattr(bpe, "train_merges", spy)
+    monkeypatch.setattr(trainer, "train_merges", spy)
     train_bpe_from_iterator(["the cat sat on the mat"] * 20, 270, [EOT], num_workers=1)
     assert seen["refs"] == 2

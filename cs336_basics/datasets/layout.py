@@ -17,6 +17,13 @@ The manifest (JSON, keys in this order):
     version         FORMAT_VERSION; a newer one is refused (written by a newer version of this package)
     tokenizer       {"sha256": of its tokenizer.json text, "pattern", "special_tokens", "vocab_size",
                      "separator_id": the first special token's id, or null}
+
+Versions: 2 (now): a Hugging Face pipeline's `pattern` holds pre-tokenization only (normalizers,
+Split steps, ignore_merges); its added tokens' flags and post-processor are no longer in it (the
+sha256 covers them). 1: the pattern held them too. A version-1 manifest still reads (`loader`,
+`convert`), and its ids are what they were; resuming one is refused, naming the version change, as
+the writer refuses any change of settings (write it anew with `overwrite`).
+
     dtype           "uint16" or "uint32"
     shard_size      the target size of a shard on disk, in bytes
     piece_size      the work units' target size, in bytes of input (how the inputs were cut)
@@ -40,7 +47,7 @@ import os
 from pathlib import Path
 
 FORMAT = "cs336-bpe-dataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 
 

@@ -82,9 +82,12 @@ def plan_shards(units: Sequence[sources.WorkUnit], shard_size: int, itemsize: in
 
 
 def tokenizer_identity(tokenizer) -> dict:
-    """The manifest's `tokenizer` entry (see `layout`)."""
+    """The manifest's `tokenizer` entry (see `layout`): the digest of its tokenizer.json covers its
+    added-token flags and post-processor, which its pattern does not hold."""
     try:
-        text = hf.tokenizer_json(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
+        text = hf.tokenizer_json(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern,
+                                 added_tokens=getattr(tokenizer, "added_tokens", None),
+                                 post_processor=getattr(tokenizer, "post_processor", None))
     except ValueError:  # a special token spelled like a token: no tokenizer.json, digest the data instead
         text = tokenizer_state(tokenizer)[0]
     specials = list(tokenizer.special_tokens)

@@ -41,6 +41,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from cs336_basics.encode.protocol import TokenizerLike
 from cs336_basics.errors import missing_extra
 from cs336_basics.formats.tiktoken import ranks_from_vocab
 from cs336_basics.text import patterns
@@ -123,7 +124,7 @@ def warm_up(choice: Choice) -> tuple:
 _checked: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _check(tokenizer) -> tuple:
+def _check(tokenizer: TokenizerLike) -> tuple:
     if tokenizer in _checked:
         return _checked[tokenizer]
     if patterns.get(tokenizer.pattern).pipeline is not None:
@@ -149,7 +150,7 @@ def _check(tokenizer) -> tuple:
 AUTO_MIN_BYTES = 4 << 20
 
 
-def choose(tokenizer, engine: str = "auto", *, threads: int = 1, input_bytes: int | None = None) -> Choice:
+def choose(tokenizer: TokenizerLike, engine: str = "auto", *, threads: int = 1, input_bytes: int | None = None) -> Choice:
     """The engine to encode corpora with, and why (see the module docstring).
 
     "python" always runs ours. "tiktoken" runs tiktoken, or raises ValueError (ImportError when it
@@ -238,7 +239,7 @@ def _first_differing(finder, text: str) -> "tuple[str, int] | None":
     return c, text.index(c)
 
 
-def encode_text(choice: Choice, tokenizer, text: str) -> np.ndarray:
+def encode_text(choice: Choice, tokenizer: TokenizerLike, text: str) -> np.ndarray:
     """The ids of `text` (special tokens allowed, surrogates fixed), as the Python engine gives
     them, by the chosen engine; a uint32 array for tiktoken, `tokenizer.packed_dtype` for ours.
 
@@ -249,7 +250,7 @@ def encode_text(choice: Choice, tokenizer, text: str) -> np.ndarray:
     return np.concatenate(encode_texts(choice, tokenizer, [text]) or [np.zeros(0, np.uint32)])
 
 
-def encode_texts(choice: Choice, tokenizer, texts: list[str]) -> list[np.ndarray]:
+def encode_texts(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> list[np.ndarray]:
     """`encode_text` of each text, spread over `choice.threads` threads (tiktoken lets go of the
     GIL while it encodes): the texts, or the documents of a single text."""
     if choice.engine == "python":
@@ -277,7 +278,7 @@ def encode_texts(choice: Choice, tokenizer, texts: list[str]) -> list[np.ndarray
     return [encode(text) for text in texts]
 
 
-def _by_documents(choice: Choice, tokenizer, texts: list[str]) -> list[np.ndarray]:
+def _by_documents(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> list[np.ndarray]:
     """`encode_texts` of texts (surrogates fixed) cut at the special tokens by us, each document
     between them handed to tiktoken alone, or to ours when it holds a differing character."""
     special_re = special_token_regex(tokenizer.special_tokens, keep=True)
@@ -305,7 +306,7 @@ def _by_documents(choice: Choice, tokenizer, texts: list[str]) -> list[np.ndarra
     return results
 
 
-def _document_encoder(choice: Choice, tokenizer):
+def _document_encoder(choice: Choice, tokenizer: TokenizerLike):
     """A function from a document (no special tokens, no surrogates) to its ids as a list."""
     encoding, finder = warm_up(choice)
     encode_ordinary = encoding.encode_ordinary

@@ -253,6 +253,11 @@ def tokenizer_state(tokenizer) -> tuple[str, tuple]:
     options = {"pattern": tokenizer.pattern} if hasattr(tokenizer, "pattern") else {}
     if hasattr(tokenizer, "cache_size"):
         options["cache_size"] = tokenizer.cache_size
+    # A tokenizer.json's added-token flags and post-processor (see `formats.definition`), when it has them.
+    if getattr(tokenizer, "added_tokens", None):
+        options["added_tokens"] = tokenizer.added_tokens
+    if getattr(tokenizer, "post_processor", None) is not None:
+        options["post_processor"] = tokenizer.post_processor
     state = (type(tokenizer), tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, options)
     digest = hashlib.sha256(repr((sorted(tokenizer.vocab.items()), *state[2:])).encode()).hexdigest()
     return digest, state

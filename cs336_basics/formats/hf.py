@@ -40,6 +40,7 @@ import unicodedata
 
 import regex
 
+from cs336_basics.formats.definition import DEFAULT_FLAGS, TokenizerDefinition, checked_added_tokens
 from cs336_basics.formats.gpt2 import text_to_token, token_to_text
 from cs336_basics.text import pipelines
 from cs336_basics.text.patterns import regex_string
@@ -90,11 +91,14 @@ def _normalizer(pipeline: "pipelines.Pipeline | None") -> "dict | None":
 
 
 def tokenizer_json(
-    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str], pattern: str
+    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str], pattern: str, *,
+    added_tokens: "dict[str, tuple[bool, bool]] | None" = None, post_processor: "dict | None" = None,
 ) -> str:
     """The text of a `tokenizer.json` that encodes like `Tokenizer(vocab, merges, special_tokens,
-    pattern=pattern)` in Hugging Face `tokenizers` and `transformers`."""
+    pattern=pattern, added_tokens=added_tokens, post_processor=post_processor)` in Hugging Face
+    `tokenizers` and `transformers` (see `definition.TokenizerDefinition` for the last two)."""
     pipeline = pipelines.get(pattern) if pipelines.is_pipeline(pattern) else None
+    flags = added_tokens or {}
     specials = {token.encode("utf-8"): token for token in special_tokens}
     model_vocab: dict[str, int] = {}
     added = []
@@ -102,7 +106,7 @@ def tokenizer_json(
         token = vocab[token_id]
         if token in specials:
             content = specials[token]
-            special, normalized = pipeline.added.get(content, (True, False)) if pipeline else (True, False)
+            special, normalized = flags.get(content, DEFAULT_FLAGS)
             added.append(
                 {"id": token_id, "content": content, "single_word": False, "lstrip": False,
                  "rstrip": False, "normalized": normalized, "special": special}
@@ -126,7 +130,7 @@ def tokenizer_json(
         "added_tokens": added,
         "normalizer": _normalizer(pipeline),
         "pre_tokenizer": _pre_tokenizer(pattern),
-        "post_processor": pipeline.post_processor if pipeline else None,
+        "post_processor": post_processor,
         "decoder": {**_BYTE_LEVEL},
         "model": {
             "type": "BPE",
@@ -252,8 +256,11 @@ def _read_post_processor(post: object, source: str) -> "dict | None":
     )
 
 
-def template_ids(post: dict, source: str = "post-processor") -> tuple[list[int], list[int]]:
-    """The ids a TemplateProcessing's single-sequence template puts before and after the text."""
+def template_ids(post: "dict | None", source: str = "post-processor") -> tuple[list[int], list[int]]:
+    """The ids a TemplateProcessing's single-sequence template puts before and after the text
+    (none for no post-processor)."""
+    if post is None:
+        return [], []
     single, specials = post.get("single"), post.get("special_tokens")
     if not isinstance(single, list) or not isinstance(specials, dict):
         raise ValueError(f"{source}: post-processor TemplateProcessing needs a single template and special_tokens")
@@ -289,8 +296,10 @@ def _read_decoder(decoder: object, source: str) -> None:
 
 def _pattern_of(steps: list[dict], normalizers: list[str], ignore_merges: bool,
                 added: dict[str, tuple[bool, bool]], post: "dict | None", source: str) -> str:
-    """Our pattern for the pipeline: a named pattern where it is one exactly, else a pipeline spec."""
-    plain = not normalizers and not ignore_merges and post is None and all(f == (True, False) for f in added.values())
+    """Our pattern for the pipeline: a named pattern where it is one exactly, else a pipeline spec
+    (also when the file has added-token flags or a post-processor, which only a tokenizer under a
+    pipeline honours, although the spec does not hold them)."""
+    plain = not normalizers and not ignore_merges and post is None and all(f == DEFAULT_FLAGS for f in added.values())
     if plain and len(steps) == 1:
         return "gpt2" if steps[0]["byte_level"] else "none"
     if plain and len(steps) == 2 and steps[1] == {"byte_level": False}:
@@ -306,7 +315,7 @@ def _pattern_of(steps: list[dict], normalizers: list[str], ignore_merges: bool,
             # package's meaning here, which README says may differ.
             return pipelines.from_oniguruma(step["regex"], source)
     try:
-        return pipelines.make_spec(normalizers, steps, ignore_merges=ignore_merges, added=added, post_processor=post)
+        return pipelines.make_spec(normalizers, steps, ignore_merges=ignore_merges)
     except ValueError as e:
         raise ValueError(f"{source}: pre-tokenizer: {e}") from None
 
@@ -323,10 +332,9 @@ def _no_repeated_keys(source: str):
     return hook
 
 
-def parse_tokenizer_json(
-    data: bytes, *, source: str = "tokenizer.json"
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], list[str], str]:
-    """Read a byte-level BPE `tokenizer.json`: `(vocab, merges, special_tokens, pattern)`.
+def parse_tokenizer_json(data: bytes, *, source: str = "tokenizer.json") -> TokenizerDefinition:
+    """Read a byte-level BPE `tokenizer.json`: the `TokenizerDefinition` (vocab, merges, special
+    tokens, pattern, added-token flags and post-processor) it holds.
 
     Raises ValueError naming `source` and the part that is malformed or that we cannot reproduce.
     """
@@ -372,6 +380,27 @@ def parse_tokenizer_json(
     added = document.get("added_tokens") or []
     if not isinstance(added, list):
         raise ValueError(f"{source}: added_tokens must be a list")
+    vocab, ids, spelled = _read_model_vocab(raw_vocab, added, source)
+    special_tokens, flags = _read_added_tokens(added, raw_vocab, vocab, ids, source)
+    merges = _read_merges(model.get("merges"), spelled, ids, source)
+    if normalizers:
+        _check_normalized_tokens(flags, normalizers, source)
+    if post is not None:
+        for token_id in [*template_ids(post, source)[0], *template_ids(post, source)[1]]:
+            if token_id not in vocab:
+                raise ValueError(f"{source}: post-processor template adds id {token_id}, which is not in the vocabulary")
+    pattern = _pattern_of(steps, normalizers, ignore_merges, flags, post, source)
+    if not pipelines.is_pipeline(pattern):
+        return TokenizerDefinition(vocab, merges, special_tokens, pattern)
+    flags, post = checked_added_tokens(flags, post, pattern)
+    return TokenizerDefinition(vocab, merges, special_tokens, pattern, flags, post)
+
+
+def _read_model_vocab(
+    raw_vocab: dict, added: list, source: str
+) -> tuple[dict[int, bytes], dict[bytes, int], dict[str, "bytes | None"]]:
+    """model.vocab read: id -> token, token -> id, and each key read through the byte table (for
+    the merges)."""
     # A key that is an added token's text stands for that text (`tokenizers` matches added tokens
     # first, and decodes them as their text), as we write special tokens: not through the byte table.
     added_texts = {entry.get("content") for entry in added if isinstance(entry, dict)}
@@ -394,7 +423,14 @@ def parse_tokenizer_json(
             raise ValueError(f"{source}: tokens {token_to_text(vocab[token_id])!r} and {key!r} both have id {token_id}")
         vocab[token_id] = token
         ids[token] = token_id
+    return vocab, ids, spelled
 
+
+def _read_added_tokens(
+    added: list, raw_vocab: dict, vocab: dict[int, bytes], ids: dict[bytes, int], source: str
+) -> tuple[list[str], dict[str, tuple[bool, bool]]]:
+    """The added tokens, in the file's order, and their flags `(special, normalized)`; each is put
+    into `vocab` and `ids` at its id."""
     special_tokens: list[str] = []
     # `tokenizers` does not take an added token's id from the file: it gives the token the id of
     # its spelling in model.vocab, or else the next id after model.vocab and the added tokens before
@@ -441,8 +477,12 @@ def parse_tokenizer_json(
         vocab[token_id] = token
         ids[token] = token_id
         special_tokens.append(content)
+    return special_tokens, flags
 
-    raw_merges = model.get("merges")
+
+def _read_merges(raw_merges: object, spelled: dict[str, "bytes | None"], ids: dict[bytes, int], source: str
+                 ) -> list[tuple[bytes, bytes]]:
+    """model.merges read, each checked against the vocabulary."""
     if not isinstance(raw_merges, list):
         raise ValueError(f"{source}: model.merges must be a list")
     merges: list[tuple[bytes, bytes]] = []
@@ -461,14 +501,7 @@ def parse_tokenizer_json(
         if left + right not in ids:
             raise ValueError(f"{source}: merge {number} makes {a + b!r}, which is not in the vocabulary")
         merges.append((left, right))
-    if normalizers:
-        _check_normalized_tokens(flags, normalizers, source)
-    if post is not None:
-        for token_id in [*template_ids(post, source)[0], *template_ids(post, source)[1]]:
-            if token_id not in vocab:
-                raise ValueError(f"{source}: post-processor template adds id {token_id}, which is not in the vocabulary")
-    pattern = _pattern_of(steps, normalizers, ignore_merges, flags, post, source)
-    return vocab, merges, special_tokens, pattern
+    return merges
 
 
 def _check_normalized_tokens(flags: dict[str, tuple[bool, bool]], normalizers: list[str], source: str) -> None:

@@ -5,7 +5,8 @@
     DIR/vocab.json       GPT-2's format (see `gpt2`), as `Tokenizer.save` writes it
     DIR/merges.txt       GPT-2's format, its first line naming the sha256 of the other two
     DIR/tokenizer.json   Hugging Face's format (see `hf`): the same vocabulary and merges, the
-                         pre-tokenization pattern and the special tokens
+                         pre-tokenization pattern, the special tokens (with their flags) and
+                         the post-processor
 
 The three files are written to temporary files first and renamed into place together. Loading a
 directory reads its tokenizer.json, after checking that the three come from one save; a directory
@@ -32,18 +33,9 @@ from pathlib import Path
 
 from cs336_basics.errors import missing_extra
 from cs336_basics.formats import gpt2, hf, staged
+from cs336_basics.formats.definition import TokenizerDefinition
 from cs336_basics.formats.tiktoken import load_ranks, ranks_from_vocab, read_rank_file, recover_merges, vocab_from_ranks
 from cs336_basics.text import patterns, pipelines
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """What a tokenizer needs: ids -> bytes, merges in rank order, special tokens, pattern name."""
-
-    vocab: dict[int, bytes]
-    merges: list[tuple[bytes, bytes]]
-    special_tokens: list[str]
-    pattern: str
 
 
 # tiktoken's names of the encodings we load. gpt2 and r50k_base are the same encoding; p50k_base adds
@@ -67,16 +59,20 @@ class KnownRanks:
 
     def tokenizer_pattern(self) -> str:
         """The pattern a tokenizer of this file runs: the regex, or with a normalizer the pipeline
-        that normalizes the text first and then finds the special tokens in it and runs the regex,
-        as the model's tokenizer does (see `text/pipelines.py`)."""
+        that normalizes the text first and then runs the regex, as the model's tokenizer does (see
+        `text/pipelines.py`)."""
         if self.normalizer is None:
             return self.pattern
         return pipelines.make_spec(
             [self.normalizer],
             [{"regex": pipelines.for_oniguruma(self.pattern), "behavior": "Isolated", "invert": False},
              {"byte_level": False}],
-            added={token: (True, True) for token in self.special_tokens},
         )
+
+    def added_tokens(self) -> dict[str, tuple[bool, bool]]:
+        """The flags of its special tokens under `tokenizer_pattern`: with a normalizer, they are
+        found in the normalized text (see `definition.TokenizerDefinition`)."""
+        return {} if self.normalizer is None else {token: (True, True) for token in self.special_tokens}
 
 
 # Qwen's regex: GPT-4's, but digits one by one and letters may follow any one other character.
@@ -129,10 +125,10 @@ def _tiktoken():
 
 
 # Recovering the merges of o200k_base takes seconds: done once per process and name.
-_recovered: dict[str, Encoding] = {}
+_recovered: dict[str, TokenizerDefinition] = {}
 
 
-def load_encoding(name: str) -> Encoding:
+def load_encoding(name: str) -> TokenizerDefinition:
     """The encoding `name` (one of `NAMES`), with tiktoken's ranks as ids and its special tokens.
 
     The result is shared between calls: do not change its dict and list.
@@ -144,7 +140,7 @@ def load_encoding(name: str) -> Encoding:
     return _recovered[name]
 
 
-def _load_encoding(name: str) -> Encoding:
+def _load_encoding(name: str) -> TokenizerDefinition:
     tiktoken = _tiktoken()
     try:
         encoding = tiktoken.get_encoding(name)
@@ -155,7 +151,7 @@ def _load_encoding(name: str) -> Encoding:
         ) from None
     ranks = encoding._mergeable_ranks
     specials = dict(encoding._special_tokens)
-    return Encoding(
+    return TokenizerDefinition(
         vocab=vocab_from_ranks(ranks, specials),
         merges=recover_merges(ranks, source=name),
         special_tokens=list(specials),
@@ -179,7 +175,7 @@ def load(
     pattern: str | None = None,
     special_tokens: "list[str] | dict[str, int] | None" = None,
     sha256: str | None = None,
-) -> Encoding:
+) -> TokenizerDefinition:
     """What `Tokenizer.from_pretrained` loads (see there); ValueError naming the file on bad input.
 
     `special_tokens` given for a directory or tokenizer.json replace the file's own.
@@ -197,8 +193,10 @@ def load(
     if path.suffix == ".tiktoken" or path.name.endswith(".tiktoken.gz"):
         ranks = load_ranks(path, expected_sha256=sha256)
         known = known_rank_file(path) if pattern is None or special_tokens is None else None
+        added: dict[str, tuple[bool, bool]] = {}
         if known is not None:  # an open model's file: its own pattern and special tokens, unless given
-            pattern = known.tokenizer_pattern() if pattern is None else pattern
+            if pattern is None:
+                pattern, added = known.tokenizer_pattern(), known.added_tokens()
             special_tokens = known.special_ids() if special_tokens is None else special_tokens
         specials = _special_ids(special_tokens, max(ranks.values()) + 1)
         try:
@@ -213,7 +211,7 @@ def load(
             # Some of qwen3_6's tokens are made by tiktoken only after a token of higher rank (its
             # merges come out of order), which our merge list cannot hold.
             raise ValueError(f"{e} (the file is {known.name}'s rank file, which this version cannot load)") from None
-        return Encoding(vocab, merges, list(specials), pattern or "gpt2")
+        return TokenizerDefinition(vocab, merges, list(specials), pattern or "gpt2", added)
     if sha256 is not None:
         raise ValueError("sha256 is checked for .tiktoken files only")
     if path.is_dir() and not (path / "tokenizer.json").is_file():
@@ -223,16 +221,16 @@ def load(
                 raise FileNotFoundError(f"no tokenizer.json and no {p.name} in {path}")
         specials = list(special_tokens or [])
         vocab, merges = gpt2.load_vocab_and_merges(vocab_path, merges_path, specials)
-        return Encoding(vocab, merges, specials, pattern or "gpt2")
+        return TokenizerDefinition(vocab, merges, specials, pattern or "gpt2")
     json_path = path / "tokenizer.json" if path.is_dir() else path
     if path.is_dir():
         _check_same_save(path)
-    vocab, merges, specials, own_pattern = hf.parse_tokenizer_json(json_path.read_bytes(), source=str(json_path))
-    if pattern is not None and patterns.canonical(pattern) != own_pattern:
-        raise ValueError(f"{json_path} has the pattern {own_pattern!r}; it cannot be loaded with pattern={pattern!r}")
+    read = hf.parse_tokenizer_json(json_path.read_bytes(), source=str(json_path))
+    if pattern is not None and patterns.canonical(pattern) != read.pattern:
+        raise ValueError(f"{json_path} has the pattern {read.pattern!r}; it cannot be loaded with pattern={pattern!r}")
     if special_tokens is not None:
-        specials = list(special_tokens)
-    return Encoding(vocab, merges, specials, own_pattern)
+        read = read._replace(special_tokens=list(special_tokens))
+    return read
 
 
 def _check_same_save(directory: Path) -> None:
@@ -257,12 +255,16 @@ def save(
     pattern: str,
     *,
     extra_files: dict[str, str] | None = None,
+    added_tokens: "dict[str, tuple[bool, bool]] | None" = None,
+    post_processor: "dict | None" = None,
 ) -> None:
     """Write the tokenizer directory (see the module docstring), creating it if needed (only when
     writing: a failed save leaves no empty folder), with any `extra_files` (name -> text) in the same
-    atomic write."""
+    atomic write. `added_tokens` and `post_processor` go into tokenizer.json (see `definition`)."""
     directory = Path(directory)
-    hf_text = hf.tokenizer_json(vocab, merges, special_tokens, pattern)
+    hf_text = hf.tokenizer_json(
+        vocab, merges, special_tokens, pattern, added_tokens=added_tokens, post_processor=post_processor
+    )
     vocab_text, merges_text = gpt2.vocab_and_merges_texts(
         vocab, merges, special_tokens, companions={"tokenizer.json": hf_text}
     )

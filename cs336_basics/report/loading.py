@@ -46,7 +46,8 @@ def truncated(tokenizer: Tokenizer, num_merges: int) -> Tokenizer:
     keep = {bytes([b]) for b in range(256)} | {a + b for a, b in merges}
     keep |= {t.encode("utf-8") for t in tokenizer.special_tokens}
     vocab = {i: t for i, t in tokenizer.vocab.items() if t in keep}
-    return Tokenizer(vocab, merges, tokenizer.special_tokens, pattern=tokenizer.pattern)
+    return Tokenizer(vocab, merges, tokenizer.special_tokens, pattern=tokenizer.pattern,
+                     added_tokens=tokenizer.added_tokens, post_processor=tokenizer.post_processor)
 
 
 def load_pretrained(name: str) -> tuple[Tokenizer | None, str]:

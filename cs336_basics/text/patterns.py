@@ -11,7 +11,7 @@ encodings), run by the `regex` package so that pre-tokens equal tiktoken's for t
   matches before a final newline). It must compile, must not match the empty string, and must match
   every character of the text: text it leaves unmatched is an error naming the offset (tiktoken
   drops such text silently). It is code from whoever wrote it (a `tokenizer.json` from elsewhere
-  brings its own), so it runs with a time limit per document (`custom_timeout`): a regex that
+  brings its own), so it runs with a time limit per document (`timeouts.custom_timeout`): a regex that
   backtracks catastrophically raises `PatternTimeout` instead of running for ever. The named
   patterns run without one, at full speed.
 
@@ -47,6 +47,7 @@ import regex
 
 from cs336_basics.errors import PatternTimeout
 from cs336_basics.text import pipelines
+from cs336_basics.text.timeouts import custom_timeout
 
 GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 CL100K = (
@@ -75,18 +76,6 @@ _WS_NOT_NEWLINE = "\t\x0b\x0c \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 _ASCII_WS = "\t\n\x0b\x0c\r "
 
 _A_NAME = re.compile(r"\w+")
-
-# The time a custom regex may take on one document: this much, plus this much per MB of it. Far
-# more than any sane regex needs (the `regex` package runs GPT-2's at some 8 MB/s), far less than
-# catastrophic backtracking, which can take years on a line of 50 characters.
-TIMEOUT_SECONDS = 10.0
-TIMEOUT_SECONDS_PER_MB = 10.0
-
-
-def custom_timeout(length: int) -> float:
-    """Seconds a custom regex may run on a document of `length` characters."""
-    return TIMEOUT_SECONDS + TIMEOUT_SECONDS_PER_MB * length / 1e6
-
 
 def canonical(pattern: str) -> str:
     """The canonical name of a pattern ("gpt2", "cl100k", "o200k", "none") or the custom regex itself.

@@ -8,7 +8,9 @@ dataset manifests, worker tasks): `PREFIX` followed by a canonical JSON object (
 `patterns.canonical` and `patterns.get` accept it; the named patterns and custom regexes are
 untouched.
 
-The spec holds what a `tokenizer.json` needs to encode, beyond the vocabulary and merges:
+The spec holds how a `tokenizer.json` cuts text into pre-tokens, and nothing else: its added
+tokens' flags and its post-processor are not pre-tokenization and travel beside the pattern (see
+`formats.definition.TokenizerDefinition`; `added_tokens` matches them). The spec's keys:
 
 - `normalizers`: a list of "NFC", "NFKC", "NFD", "NFKD", applied in order with `unicodedata`
   (Python's Unicode version, which may differ from the one `tokenizers` was built with);
@@ -16,11 +18,8 @@ The spec holds what a `tokenizer.json` needs to encode, beyond the vocabulary an
   then `{"byte_level": use_regex}` (ByteLevel with its GPT-2 regex is one more Isolated split). R is
   kept in Oniguruma's spelling, as the file has it, and run by the `regex` package after
   `from_oniguruma`;
-- `ignore_merges`: a pre-token that is itself in the model's vocabulary is taken whole;
-- `added`: the added tokens that are not special or are normalized, `{content: [special, normalized]}`
-  (the others are special and matched on the raw text);
-- `post_processor`: the file's post-processor (JSON), honoured by `Tokenizer.encode(...,
-  add_special_tokens=True)` only.
+- `ignore_merges`: a pre-token that is itself in the model's vocabulary is taken whole (it
+  decides what becomes of a pre-token, so it stays with them).
 
 How a `Split` cuts one piece, as `tokenizers` does (learned by experiment and checked by
 `tests/test_open_models.py` against it): the regex runs on the piece alone (lookaheads stop at its
@@ -56,6 +55,7 @@ from itertools import chain
 import regex
 
 from cs336_basics.errors import PatternTimeout
+from cs336_basics.text.timeouts import custom_timeout
 PREFIX = "hf-pipeline:"
 
 NORMALIZERS = ("NFC", "NFKC", "NFD", "NFKD")
@@ -146,8 +146,6 @@ class SplitStep:
         try:
             spans = self._spans(piece)
         except TimeoutError:
-            from cs336_basics.text.patterns import custom_timeout
-
             raise PatternTimeout(
                 f"Split regex {self.source[:60]!r} ran for over {custom_timeout(len(piece)):.0f} s on a piece of "
                 f"{len(piece):,} characters starting {piece[:40]!r} and was stopped: it backtracks "
@@ -189,12 +187,10 @@ class SplitStep:
     def _spans(self, piece: str) -> list[list]:
         """[start, end, is_match] of the matches and the text between them, in order; with `invert`
         the text between counts as the matches. A regex from a file runs with a time limit (see
-        `patterns.custom_timeout`); ours (`BOUNDARY_REGEXES`) without."""
+        `timeouts.custom_timeout`); ours (`BOUNDARY_REGEXES`) without."""
         if self.source in BOUNDARY_REGEXES:
             matches = self.compiled.finditer(piece)
         else:
-            from cs336_basics.text.patterns import custom_timeout
-
             matches = self.compiled.finditer(piece, timeout=custom_timeout(len(piece)))
         spans: list[list] = []
         end = 0
@@ -224,8 +220,6 @@ class Pipeline:
     normalizers: tuple[str, ...]
     steps: tuple[SplitStep, ...]
     ignore_merges: bool
-    added: dict  # content -> (special, normalized), for the tokens that are not (True, False)
-    post_processor: "dict | None"
     boundary: "str | None"  # None, "cl100k" or "lines" (cl100k's and after a newline; see the module docstring)
 
     def normalize(self, text: str) -> str:
@@ -262,13 +256,6 @@ class Pipeline:
             pieces = out
         return pieces
 
-    def is_normalized(self, token: str) -> bool:
-        """Whether an added token is matched on normalized text (after the others)."""
-        return self.added.get(token, (True, False))[1]
-
-    def is_special(self, token: str) -> bool:
-        return self.added.get(token, (True, False))[0]
-
 
 def is_pipeline(pattern: object) -> bool:
     return isinstance(pattern, str) and pattern.startswith(PREFIX)
@@ -279,17 +266,12 @@ def make_spec(
     steps: list[dict],
     *,
     ignore_merges: bool = False,
-    added: dict[str, tuple[bool, bool]] | None = None,
-    post_processor: "dict | None" = None,
 ) -> str:
     """The canonical pattern string of a pipeline (validated: ValueError for what is not supported)."""
     spec = {
         "normalizers": list(normalizers),
         "steps": [dict(step) for step in steps],
         "ignore_merges": bool(ignore_merges),
-        "added": {token: [bool(special), bool(normalized)] for token, (special, normalized) in sorted((added or {}).items())
-                  if (special, normalized) != (True, False)},
-        "post_processor": post_processor,
     }
     text = PREFIX + json.dumps(spec, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     get(text)
@@ -305,8 +287,8 @@ def get(pattern: str) -> Pipeline:
         spec = json.loads(pattern[len(PREFIX):])
     except (json.JSONDecodeError, RecursionError):
         raise ValueError(f"pipeline spec is not valid JSON: {pattern[:80]!r}") from None
-    if not isinstance(spec, dict) or set(spec) != {"normalizers", "steps", "ignore_merges", "added", "post_processor"}:
-        raise ValueError(f"pipeline spec needs exactly the keys normalizers, steps, ignore_merges, added, post_processor: {pattern[:80]!r}")
+    if not isinstance(spec, dict) or set(spec) != {"normalizers", "steps", "ignore_merges"}:
+        raise ValueError(f"pipeline spec needs exactly the keys normalizers, steps, ignore_merges: {pattern[:80]!r}")
     normalizers = spec["normalizers"]
     if not isinstance(normalizers, list) or any(form not in NORMALIZERS for form in normalizers):
         raise ValueError(f"pipeline normalizers must be a list of {', '.join(NORMALIZERS)}, got {normalizers!r}")
@@ -324,21 +306,13 @@ def get(pattern: str) -> Pipeline:
         steps.append(_step(raw))
     if raw_steps[-1]["byte_level"]:
         steps.append(_step({"regex": BYTE_LEVEL_REGEX, "behavior": "Isolated", "invert": False}))
-    added = spec["added"]
-    if not isinstance(added, dict) or not all(
-        isinstance(v, list) and len(v) == 2 and all(type(x) is bool for x in v) for v in added.values()
-    ):
-        raise ValueError("pipeline added must map each token to [special, normalized]")
     boundary = None
     plain = not normalizers and bool(steps) and all(s.behavior == "Isolated" and not s.invert and not s.literal for s in steps)
     if plain and all(s.source in LINE_BOUNDARY_REGEXES for s in steps):
         boundary = "lines"
     elif plain and all(s.source in BOUNDARY_REGEXES for s in steps):
         boundary = "cl100k"
-    return Pipeline(
-        pattern, tuple(normalizers), tuple(steps), bool(spec["ignore_merges"]),
-        {token: tuple(flags) for token, flags in added.items()}, spec["post_processor"], boundary,
-    )
+    return Pipeline(pattern, tuple(normalizers), tuple(steps), bool(spec["ignore_merges"]), boundary)
 
 
 def engine_difference(source: str) -> str | None:
