@@ -3,6 +3,7 @@ packages by job, with no circle. Read from the source with `ast`, so an import i
 counts as much as one at the top."""
 
 import ast
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cs336_basics"
@@ -114,3 +115,134 @@ def test_the_checks_see_what_they_claim():
     assert {"formats", "encode", "train", "corpora", "text"} <= graph["bpe"]  # formats.pretrained: in a function
     assert "bpe" in graph["report"] and "bpe" in graph["cli"]
     assert {"text", "corpora"} <= graph["train"]
+
+
+# --- single modules -------------------------------------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package by the name of its `__init__`)."""
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imported_modules(path: Path, modules: dict[str, Path]) -> dict[str, set[str]]:
+    """The modules of ours that the module at `path` imports (wherever the import stands), each with
+    the names it takes from it (`from X import a, b`) or uses on it (`X.a`)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: dict[str, set[str]] = {}
+    aliases: dict[str, str] = {}  # local name -> module of ours
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:
+                    found.setdefault(alias.name, set())
+                    if alias.asname:
+                        aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source not in modules:
+                continue
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in modules:  # from package import module
+                    found.setdefault(submodule, set())
+                    aliases[alias.asname or alias.name] = submodule
+                else:
+                    found.setdefault(source, set()).add(alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            found.setdefault(aliases[node.value.id], set()).add(node.attr)
+    found.pop(name, None)
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of ours and the modules of ours it imports (a package's `__init__` left out as a
+    target when the import goes on to one of its modules)."""
+    modules = _modules()
+    return {name: set(_imported_modules(path, modules)) for name, path in modules.items()}
+
+
+def private_uses() -> list[str]:
+    """Every `module._private` name that one module of ours takes from another."""
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        for source, names in _imported_modules(path, modules).items():
+            wrong += [f"{name} uses {source}.{n}" for n in sorted(names) if n.startswith("_") and not n.startswith("__")]
+    return wrong
+
+
+def test_no_circle_of_imports_between_modules():
+    assert find_cycle(module_graph()) is None
+
+
+def test_no_module_uses_another_modules_private_names():
+    assert private_uses() == []
+
+
+def test_the_module_checks_see_what_they_claim(tmp_path, monkeypatch):
+    """On a made-up package: a circle through a function-level import, and private names taken by
+    `from X import _y` and by `X._y`, are found."""
+    fake = tmp_path / "cs336_basics"
+    (fake / "text").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "text" / "__init__.py").write_text('"""Text."""\n')
+    (fake / "text" / "a.py").write_text("def f():\n    from cs336_basics.text import b\n    return b._hidden\n")
+    (fake / "text" / "b.py").write_text("from cs336_basics.text.a import f, _g\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert find_cycle(module_graph()) is not None
+    assert private_uses() == ["cs336_basics.text.a uses cs336_basics.text.b._hidden",
+                              "cs336_basics.text.b uses cs336_basics.text.a._g"]
+
+
+# --- sizes ------------------------------------------------------------------------------------------
+
+# The sizes README's Layout section gives: a module a newcomer can read through, a face that stays small.
+MAX_MODULE_LINES, MAX_FACE_MODULE_LINES, MAX_FUNCTION_LINES, MAX_TOKENIZER_LINES = 650, 400, 100, 250
+
+
+def oversized() -> list[str]:
+    """Every module, function and class of the package that is longer than the sizes above allow."""
+    found = []
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        face = name == "cs336_basics.bpe" or name.split(".")[1:2] in (["cli"], ["report"])
+        if lines > (MAX_FACE_MODULE_LINES if face else MAX_MODULE_LINES):
+            found.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            length = node.end_lineno - node.lineno + 1
+            if not isinstance(node, ast.ClassDef) and length > MAX_FUNCTION_LINES:
+                found.append(f"{name}.{node.name}: {length} lines")
+            if isinstance(node, ast.ClassDef) and node.name == "Tokenizer" and length > MAX_TOKENIZER_LINES:
+                found.append(f"{name}.Tokenizer: {length} lines")
+    return found
+
+
+def test_modules_functions_and_the_tokenizer_stay_within_their_sizes():
+    assert oversized() == []
+
+
+def test_the_size_check_sees_what_it_claims(tmp_path, monkeypatch):
+    fake = tmp_path / "cs336_basics"
+    (fake / "cli").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "cli" / "__init__.py").write_text("x = 1\n" * 401)
+    (fake / "long.py").write_text("def f():\n" + "    x = 1\n" * 100 + "\n\nclass Tokenizer:\n" + "    y = 2\n" * 250)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert oversized() == ["cs336_basics.cli: 401 lines", "cs336_basics.long.f: 101 lines",
+                           "cs336_basics.long.Tokenizer: 251 lines"]
