@@ -39,6 +39,7 @@ from cs336_basics.datasets import layout, writer
 from cs336_basics.datasets.directory import WORK, DatasetDirectory, Written
 from cs336_basics.datasets.shards import Shards, encode_documents_part, write_shards
 from cs336_basics.encode import engines
+from cs336_basics.encode.protocol import TokenizerLike
 from cs336_basics.encode.token_arrays import choose_dtype, encode_documents
 
 SOURCE = "iterable"  # the head's `source` for a dataset written from an iterable
@@ -187,7 +188,7 @@ def _resumed(target: DatasetDirectory, stream: Iterator[Batch], kept: list[dict]
     return done
 
 
-def _run(tokenizer, documents, text_field, head, listed, target: DatasetDirectory, dtype: np.dtype, num_workers,
+def _run(tokenizer: TokenizerLike, documents, text_field, head, listed, target: DatasetDirectory, dtype: np.dtype, num_workers,
          executor, on_progress, lock_fd, engine) -> Written:
     budget = max(head["shard_size"] * writer.BYTES_PER_TOKEN // dtype.itemsize, 1)
     stream = batches(documents, head["piece_size"], text_field)

@@ -19,6 +19,7 @@ from cs336_basics.corpora import executors, sources
 from cs336_basics.datasets import layout
 from cs336_basics.datasets.directory import WORK, DatasetDirectory, docs_name, ids_name, part_name
 from cs336_basics.encode import engines, token_arrays
+from cs336_basics.encode.protocol import TokenizerLike
 from cs336_basics.encode.token_arrays import tokenizer_state
 from cs336_basics.formats.npy import npy_header
 
@@ -190,7 +191,7 @@ class Shards:
 
 
 @contextlib.contextmanager
-def on_workers(tokenizer, work: Iterator[tuple[int, object]], encode_part: Callable, encode_here: Callable,
+def on_workers(tokenizer: TokenizerLike, work: Iterator[tuple[int, object]], encode_part: Callable, encode_here: Callable,
                directory: DatasetDirectory, dtype: np.dtype, num_workers: int, executor: Executor | None,
                lock_fd: int | None, engine: "engines.Choice"):
     """(the parts' records of each `(i, item)` of `work`, in order, a few in flight; a function that

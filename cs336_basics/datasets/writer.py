@@ -49,6 +49,7 @@ from cs336_basics.datasets.directory import DatasetDirectory, Written
 from cs336_basics.datasets.shards import Shards, encode_file_part, write_shards
 from cs336_basics.datasets.store import Store
 from cs336_basics.encode import engines
+from cs336_basics.encode.protocol import TokenizerLike
 from cs336_basics.encode.token_arrays import choose_dtype, encode_unit, tokenizer_state
 from cs336_basics.formats import hf
 
@@ -81,7 +82,7 @@ def plan_shards(units: Sequence[sources.WorkUnit], shard_size: int, itemsize: in
     return shards
 
 
-def tokenizer_identity(tokenizer) -> dict:
+def tokenizer_identity(tokenizer: TokenizerLike) -> dict:
     """The manifest's `tokenizer` entry (see `layout`): the digest of its tokenizer.json covers its
     added-token flags and post-processor, which its pattern does not hold."""
     try:
@@ -106,7 +107,7 @@ def _mtime_ns(path: str) -> int | None:
     return os.stat(path).st_mtime_ns
 
 
-def _head(tokenizer, files, units, dtype: np.dtype, shard_size: int, piece_size: int) -> dict:
+def _head(tokenizer: TokenizerLike, files, units, dtype: np.dtype, shard_size: int, piece_size: int) -> dict:
     """The manifest's keys before `shards`: what the dataset is made from and how."""
     counts: dict[str, int] = {}
     for unit in units:
@@ -237,7 +238,7 @@ def write_dataset(
                     on_progress, lock_fd, engine)
 
 
-def _run(tokenizer, units, shards, head, listed, target: DatasetDirectory, dtype, num_workers, executor,
+def _run(tokenizer: TokenizerLike, units, shards, head, listed, target: DatasetDirectory, dtype, num_workers, executor,
          on_progress, lock_fd, engine) -> Written:
     total_bytes = sum(u.size for u in units)
     entries: dict[int, dict] = {}

@@ -22,6 +22,7 @@ import numpy as np
 
 from cs336_basics.corpora import executors, sources
 from cs336_basics.encode import engines
+from cs336_basics.encode.protocol import TokenizerLike
 from cs336_basics.formats import staged
 from cs336_basics.formats.npy import HEADER_BYTES, npy_header
 
@@ -172,7 +173,7 @@ def encode_unit(
     return consumed, documents > 0, data
 
 
-def _encode_unit_tiktoken(tokenizer, unit: sources.WorkUnit, dtype: str, engine: "engines.Choice"):
+def _encode_unit_tiktoken(tokenizer: TokenizerLike, unit: sources.WorkUnit, dtype: str, engine: "engines.Choice"):
     """`encode_unit` through tiktoken: the unit's texts are encoded together (see `engines`)."""
     texts: list[str] = []
     separators: list[bool] = []  # before each text: whether a separator goes there
@@ -221,7 +222,7 @@ def encode_unit_in_worker(key: str, state: tuple | None, unit: sources.WorkUnit,
     return _in_worker(encode_unit, key, state, unit, dtype, engine)
 
 
-def encode_documents(tokenizer, documents: Sequence[str], dtype: str, engine: "engines.Choice | None" = None) -> bytes:
+def encode_documents(tokenizer: TokenizerLike, documents: Sequence[str], dtype: str, engine: "engines.Choice | None" = None) -> bytes:
     """The ids of `documents` joined by the first special token (without special tokens: each
     document's ids, one after another, as for JSON records), packed as `dtype`: the ids of a `.txt`
     of them joined so. `engine` is as for `encode_unit`."""
@@ -246,7 +247,7 @@ def light_choice(engine: "engines.Choice") -> "engines.Choice":
     return dataclasses.replace(engine, ranks=None, differing=None) if engine.engine == "tiktoken" else engine
 
 
-def tokenizer_state(tokenizer) -> tuple[str, tuple]:
+def tokenizer_state(tokenizer: TokenizerLike) -> tuple[str, tuple]:
     """(a digest, what a worker needs to rebuild the tokenizer): its class and plain data, which a
     worker turns into a tokenizer once and then finds by the digest. (Passing the class keeps this
     module from importing `bpe`, which imports it.)"""
@@ -292,7 +293,7 @@ def encode_files(
 
 
 @contextlib.contextmanager
-def local_workers(tokenizer, num_workers: int, engine: "engines.Choice", share_dir: str | os.PathLike | None, *,
+def local_workers(tokenizer: TokenizerLike, num_workers: int, engine: "engines.Choice", share_dir: str | os.PathLike | None, *,
                   initializer: Callable = None, initargs: tuple = ()) -> Iterator[tuple[Executor, str]]:
     """`num_workers` local processes that encode with `tokenizer`: yields (the executor, the key
     that finds the tokenizer in them). Forked, they find this tokenizer and need not build it
@@ -320,7 +321,7 @@ def local_workers(tokenizer, num_workers: int, engine: "engines.Choice", share_d
         _worker_tokenizers.clear()
 
 
-def _encode_into(tokenizer, units, output_path: Path, num_workers, executor, out_dtype, on_progress, engine) -> int:
+def _encode_into(tokenizer: TokenizerLike, units, output_path: Path, num_workers, executor, out_dtype, on_progress, engine) -> int:
     separator = b""
     if tokenizer.special_tokens:
         separator = np.array(tokenizer.encode(tokenizer.special_tokens[0]), dtype=out_dtype).tobytes()
@@ -364,7 +365,7 @@ def _encode_texts_in_worker(key: str, texts: list[str]) -> list[bytes]:
     return [tokenizer.encode_packed(text) for text in texts]
 
 
-def encode_batch_in_processes(tokenizer, texts: list[str], num_workers: int) -> list[list[int]]:
+def encode_batch_in_processes(tokenizer: TokenizerLike, texts: list[str], num_workers: int) -> list[list[int]]:
     """`tokenizer.encode` of each text, by `num_workers` local processes (the Python engine), in
     order. The texts go in batches of about equal length, a few per worker, at most two per
     worker in flight; ids come back packed."""
