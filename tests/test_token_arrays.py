@@ -174,3 +174,19 @@ def test_a_requested_dtype_holds_ids_up_to_its_maximum_and_must_be_an_integer_ty
     for requested, top in [("uint16", 65536), ("float64", 10), ("int8", 128)]:
         with pytest.raises(ValueError, match=f"dtype {requested} cannot hold token id {top}"):
             choose_dtype(top, requested)
+
+
+def test_a_local_worker_joins_the_shared_cache_and_learns(tmp_path, learned, monkeypatch):
+    """A local worker started with a share folder learns what it computes, to publish it to the
+    others: a worker that silently stopped sharing would only be slower, so this is checked here."""
+    from cs336_basics.encode import token_arrays
+
+    tokenizer = Tokenizer(*learned, ["<|endoftext|>"])
+    monkeypatch.setattr(token_arrays, "_shared", None)
+    monkeypatch.setattr(token_arrays, "_worker_tokenizers", {})
+    key, state = token_arrays.tokenizer_state(tokenizer)
+    token_arrays.init_worker(key, state, str(tmp_path))
+    assert token_arrays._shared is not None
+    worker_tokenizer = token_arrays._worker_tokenizers[key]
+    worker_tokenizer.encode("hello there, world")
+    assert worker_tokenizer.cache.take_learned()

@@ -118,8 +118,7 @@ def init_worker(key: str, state: tuple, share_folder: str | None = None, engine:
     if engine is not None and engine.engine == "tiktoken":
         engines.warm_up(engine)
         return  # tiktoken has no cache to share
-    cache = getattr(tokenizer, "cache", None)
-    if share_folder is not None and hasattr(cache, "start_learning"):
+    if share_folder is not None:
         # Sharing only saves work. A worker that starts as the run fails finds the folder removed
         # (or the disk full): it goes on without sharing rather than fail in its initializer, which
         # Python reports with a traceback of its own.
@@ -127,7 +126,7 @@ def init_worker(key: str, state: tuple, share_folder: str | None = None, engine:
             _shared = _SharedCache(share_folder)
         except OSError:
             return
-        cache.start_learning()
+        tokenizer.cache.start_learning()
 
 
 def _tokenizer_for(key: str, state: tuple):
