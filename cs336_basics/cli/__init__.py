@@ -39,12 +39,12 @@ import signal
 import sys
 import threading
 
-from cs336_basics.cli import convert, dataset, encode, report, stats, train
+from cs336_basics.cli import convert, count, dataset, encode, report, stats, train
 from cs336_basics.cli.common import RunContext
 from cs336_basics.errors import BpeError, PatternTimeout
 
 # The commands, in the order `bpe --help` lists them.
-COMMANDS = (train, encode, stats, report, convert, dataset)
+COMMANDS = (train, encode, stats, report, convert, dataset, count)
 
 
 class UsageError(Exception):

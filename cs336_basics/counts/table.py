@@ -115,7 +115,7 @@ def read_shard(path: Path, entry: dict | None = None) -> tuple[list[bytes], list
         raise ValueError(f"{path}: the shard is not the one the manifest lists (its size or sha256 differs): "
                          "corrupt or changed; count the corpus again")
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        table = pq.ParquetFile(pa.BufferReader(data)).read()  # not read_table: it imports pandas (2 s)
     except (pa.ArrowException, OSError) as e:
         raise ValueError(f"{path}: not a Parquet count shard ({e})") from None
     names = table.column_names
@@ -227,7 +227,7 @@ def token_from_readable(text: str) -> bytes:
     rest = text[at:]
     if "\\" in rest:
         shown = rest[rest.index("\\"):][:10]
-        raise ValueError(f"a backslash starts no escape at {shown!r} (\\\\, \\t, \\n, \\r, \\xNN, \\uNNNN, \\UNNNNNNNN)")
+        raise ValueError(f"a backslash starts no escape at '{shown}' (\\\\, \\t, \\n, \\r, \\xNN, \\uNNNN, \\UNNNNNNNN)")
     return bytes(out + rest.encode("utf-8"))
 
 
@@ -272,6 +272,16 @@ def read_counts(source: "str | os.PathLike | Mapping[bytes, int]") -> Counts:
     if not path.exists():
         raise FileNotFoundError(2, f"count table not found: {path}")
     return read_tsv(path)
+
+
+def counted_with(source: "str | os.PathLike") -> tuple[list[str] | None, str | None]:
+    """(special tokens, pattern) a table was counted with, read from its manifest; (None, None)
+    for a text file, which does not say."""
+    path = Path(source)
+    if not path.is_dir():
+        return None, None
+    manifest = read_manifest(path)
+    return list(manifest["special_tokens"]), manifest["pattern"]
 
 
 def agreed(counts: Counts, source, special_tokens, pattern) -> tuple[list[str], str]:
