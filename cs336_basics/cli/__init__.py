@@ -1,6 +1,7 @@
 """The `bpe` command: train a tokenizer, encode files to token arrays, decode, inspect and measure.
 
     bpe train [INPUT...] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
+    bpe count INPUT... --out COUNTS/ ;  bpe count --merge A/ B/ --out C/ ;  bpe train --counts COUNTS/ --vocab-size N
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
     bpe encode --tokenizer DIR INPUT... --out DIR [--shard-size 256M] [--overwrite]
 
