@@ -109,6 +109,31 @@ def train_bpe_from_iterator(
     )
 
 
+def train_bpe_from_counts(
+    counts: "str | os.PathLike | dict[bytes, int]", vocab_size: int, special_tokens: list[str] | None = None, *,
+    pattern: str | None = None, num_workers: int | None = None, progress: bool = False, stats: dict | None = None,
+    merge_log: list[tuple[int, int]] | None = None,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """`train_bpe` from pre-token counts made before (no pass over the text): exactly the merges
+    `train_bpe` gives on the text they were counted from. `counts`: a count table folder (`bpe
+    count`, see `counts.table`), a `pre-token<TAB>count` text file, or a dict of pre-token bytes to
+    counts. `special_tokens` and `pattern` default to the table's and must equal them when given (a
+    file or dict has none: no special tokens, "gpt2"). Other options as `train_bpe`'s."""
+    import time
+
+    from cs336_basics.counts import table
+
+    started = time.perf_counter()
+    read = table.read_counts(counts)
+    special_tokens, pattern = table.agreed(read, counts if isinstance(counts, (str, os.PathLike)) else "the counts",
+                                           special_tokens, pattern)
+    handed_over, input_bytes = [read.word_counts], read.input_bytes  # the only reference: see train_bpe
+    del read
+    return trainer.train_on_counts(handed_over, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers,
+                                   progress=progress, stats=stats, merge_log=merge_log, input_bytes=input_bytes,
+                                   started=started)
+
+
 class Tokenizer:
     """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
 

@@ -18,6 +18,7 @@ ALLOWED = {
     "train": {"errors", "text", "corpora"},
     "encode": {"errors", "text", "corpora", "formats"},
     "datasets": {"errors", "text", "corpora", "formats", "encode"},
+    "counts": {"errors", "text", "corpora", "formats", "train", "datasets"},
 }
 # The top-level modules, each of which may import the packages and the ones before it in this list.
 TOP = ["bpe", "report", "serve", "cli"]

@@ -1,6 +1,7 @@
 """The `bpe` command: train a tokenizer, encode files to token arrays, decode, inspect and measure.
 
     bpe train [INPUT...] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
+    bpe count INPUT... --out COUNTS/ ;  bpe count --merge A/ B/ --out C/ ;  bpe train --counts COUNTS/ --vocab-size N
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
     bpe encode --tokenizer DIR INPUT... --out DIR [--shard-size 256M] [--overwrite]
 
@@ -39,12 +40,12 @@ import signal
 import sys
 import threading
 
-from cs336_basics.cli import convert, dataset, encode, report, stats, train
+from cs336_basics.cli import convert, count, dataset, encode, report, stats, train
 from cs336_basics.cli.common import RunContext
 from cs336_basics.errors import BpeError, PatternTimeout
 
 # The commands, in the order `bpe --help` lists them.
-COMMANDS = (train, encode, stats, report, convert, dataset)
+COMMANDS = (train, encode, stats, report, convert, dataset, count)
 
 
 class UsageError(Exception):

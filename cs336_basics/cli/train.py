@@ -7,10 +7,11 @@ from importlib import resources
 from pathlib import Path
 
 from cs336_basics import report
-from cs336_basics.bpe import Tokenizer, train_bpe
+from cs336_basics.bpe import Tokenizer, train_bpe, train_bpe_from_counts
 from cs336_basics.cli import common
 from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, positive_int
 from cs336_basics.corpora import sources
+from cs336_basics.counts.table import counted_with
 from cs336_basics.formats import pretrained
 from cs336_basics.text import patterns
 from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token, token_occurrences
@@ -30,6 +31,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
                         "of all tokens, or 10 if that is more)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--counts", metavar="COUNTS", help="train from a count table (bpe count) or a pre-token<TAB>count "
+                   "file instead of INPUT: its pattern and special tokens are the defaults")
     p.set_defaults(run=run_train)
 
 
@@ -39,9 +42,12 @@ def bundled_corpus() -> Path:
 
 
 def run_train(args: argparse.Namespace, context: RunContext) -> None:
-    inputs = args.inputs or [str(bundled_corpus())]
-    files = common.corpus_files(inputs)
-    specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
+    if args.counts and args.inputs:
+        raise common.CommandError("bpe train takes INPUT... or --counts COUNTS, not both")
+    inputs = [args.counts] if args.counts else args.inputs or [str(bundled_corpus())]
+    files = [] if args.counts else common.corpus_files(inputs)
+    counted = counted_with(args.counts) if args.counts else (None, None)  # a table's special tokens and pattern
+    specials = args.special_token if args.special_token is not None else counted[0] if counted[0] is not None else [DEFAULT_SPECIAL]
     out = common.writable_dir(Path(args.out))
     outputs = [out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv"]
     common.refuse_outputs_among(outputs, files)
@@ -49,13 +55,19 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     stats: dict = {}
     log: list[tuple[int, int]] = []
     started = time.perf_counter()
-    pattern = args.pattern or "gpt2"
-    with common.executor(args) as executor:
-        vocab, merges = train_bpe(
-            [f.path for f in files], args.vocab_size, specials, pattern=pattern,
-            num_workers=args.workers, executor=executor, text_field=args.text_field,
+    pattern = args.pattern or counted[1] or "gpt2"
+    if args.counts:
+        vocab, merges = train_bpe_from_counts(
+            args.counts, args.vocab_size, specials, pattern=pattern, num_workers=args.workers,
             progress=not args.quiet, stats=stats, merge_log=log,
         )
+    else:
+        with common.executor(args) as executor:
+            vocab, merges = train_bpe(
+                [f.path for f in files], args.vocab_size, specials, pattern=pattern,
+                num_workers=args.workers, executor=executor, text_field=args.text_field,
+                progress=not args.quiet, stats=stats, merge_log=log,
+            )
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
     merge_log = MergeLog(stats["pretoken_bytes"], log)

@@ -202,6 +202,14 @@ def pack_counts(counts: dict[str, int]) -> PackedCounts:
 _PACK_SLICE = 1 << 12
 
 
+def sorted_counts(counts: dict[str, int]) -> tuple[list[bytes], list[int]]:
+    """Pre-token counts as (the pre-tokens in UTF-8, sorted; their counts): what a count table's
+    shard holds (see `counts.table`), the same however the counts were gathered. Sorting the str
+    sorts the bytes: UTF-8 keeps the order of code points, and counted text holds no surrogates."""
+    words = sorted(counts)
+    return [w.encode("utf-8") for w in words], [counts[w] for w in words]
+
+
 def add_packed(total: dict[bytes, int], packed: PackedCounts) -> None:
     """Add packed counts (see `pack_counts`) to `total`, whose keys are the pre-tokens in UTF-8."""
     keys, counts = packed
@@ -377,9 +385,10 @@ def byte_counts(word_counts: dict[bytes, int]) -> list[int]:
         words = [w for w, _ in batch]
         data = np.frombuffer(b"".join(words), dtype=np.uint8)
         weights = np.repeat(np.array([n for _, n in batch], dtype=np.int64), [len(w) for w in words])
-        # bincount adds float weights; per byte value and batch the sums stay far below 2**53
-        totals += np.bincount(data, weights=weights, minlength=256).astype(np.int64)
-    return totals.tolist()
+        # int64 all the way (bincount would add float weights, inexact past 2**53: a count table
+        # may hold counts beyond 2**32)
+        np.add.at(totals, data, weights)
+    return [int(n) for n in totals]
 
 
 # --- documents from a Python iterable ------------------------------------------------------------------

@@ -89,6 +89,19 @@ def train_on_documents(
                              merge_log)
 
 
+def train_on_counts(
+    handed_over: list, vocab_size: int, special_tokens: list[str], *, pattern: str, num_workers: int | None,
+    progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, input_bytes: int | None,
+    started: float,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """`bpe.train_bpe_from_counts`, which states the contract: counts made before (the one item of
+    `handed_over`, read since `started`) go straight to `train_from_counts`: no pass over a corpus."""
+    special_tokens, pattern = checked_training_options(special_tokens, pattern, vocab_size, num_workers)
+    workers = num_workers or default_num_workers(PARALLEL_MIN_BYTES)
+    return train_from_counts(handed_over, vocab_size, special_tokens, workers, started, input_bytes, progress, stats,
+                             merge_log)
+
+
 def train_from_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], workers: int, started: float,
     size: int | None, progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None,

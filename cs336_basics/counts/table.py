@@ -1,0 +1,353 @@
+r"""A count table on disk: what it holds, reading it back, and adding tables up.
+
+A table is a folder:
+
+    manifest.json          {"format": "cs336-count-table", "version": 1, "pattern", "special_tokens",
+                            "text_field", "piece_size", "inputs": [{"path", "size", "mtime_ns"}],
+                            "shards": [{"name", "rows", "bytes", "sha256", "input_bytes",
+                            "occurrences", "pretoken_bytes"}], "totals": {...}}
+    shard-00000.parquet    two columns: `pretoken` (binary: the pre-token's bytes) and `count` (int64)
+    ...
+
+Each shard holds the counts of one stretch of the corpus, its rows sorted by pre-token, so a
+pre-token may be in several shards: the table's count of a pre-token is the sum over its shards.
+Parquet, because Spark, DuckDB, pandas and any engine write it: counts made elsewhere meet ours by
+being written with those two columns (a string column is read as UTF-8; any integer type for the
+counts). The manifest's checksums let a reader refuse a changed or corrupt shard by name.
+
+A plain text file of `pre-token<TAB>count` lines is read too (see `read_tsv`), the pre-token
+written as `merge_log.tsv` writes tokens (see `train.merge_log.readable_token`).
+
+Counts are Python ints in memory and int64 on disk: nothing on the way packs them smaller.
+"""
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cs336_basics.errors import missing_extra
+from cs336_basics.formats import staged
+from cs336_basics.text import patterns
+from cs336_basics.text.pretokenize import validate_special_tokens
+
+FORMAT = "cs336-count-table"
+VERSION = 1
+MANIFEST = "manifest.json"
+WORK = ".work"  # the plan and the shards' records of an unfinished run (see `writer`)
+LOCK = ".lock"
+INT64_MAX = (1 << 63) - 1
+# Rows per shard when a whole table is written at once (`merge_tables`).
+MERGED_SHARD_ROWS = 1 << 22
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Pre-token counts read from a table, a text file or a mapping, with what they were counted with
+    (None where the source does not say: a text file, a mapping)."""
+
+    word_counts: dict[bytes, int]
+    pattern: str | None
+    special_tokens: list[str] | None
+    input_bytes: int | None
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:05d}.parquet"
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise missing_extra("parquet", "count tables", package="pyarrow",
+                            instead="or train from a pre-token<TAB>count text file") from None
+    return pyarrow, pyarrow.parquet
+
+
+# --- shards --------------------------------------------------------------------------------------------
+
+
+def shard_data(words: list[bytes], counts: list[int]) -> bytes:
+    """The Parquet file of one shard: `words` (sorted, distinct) and their counts."""
+    pa, pq = _pyarrow()
+    if counts and max(counts) > INT64_MAX:
+        raise ValueError(f"a count of {max(counts)} does not fit in 64 bits")
+    table = pa.table({"pretoken": pa.array(words, pa.binary()), "count": pa.array(counts, pa.int64())})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def shard_record(name: str, data: bytes, words: list[bytes], counts: list[int]) -> dict:
+    """A shard's manifest entry (without what the writer adds about the input)."""
+    return {
+        "name": name,
+        "rows": len(words),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "occurrences": sum(counts),
+        "pretoken_bytes": sum(len(w) * n for w, n in zip(words, counts)),
+    }
+
+
+def write_shard(folder: Path, name: str, words: list[bytes], counts: list[int]) -> dict:
+    """Write one shard, all or nothing (see `staged.replacing`); return its record."""
+    data = shard_data(words, counts)
+    with staged.replacing(folder / name) as f:
+        f.write(data)
+    return shard_record(name, data, words, counts)
+
+
+def read_shard(path: Path, entry: dict | None = None) -> tuple[list[bytes], list[int]]:
+    """The pre-tokens and counts of one shard, checked against its manifest `entry` when given;
+    ValueError naming the file for anything wrong."""
+    pa, pq = _pyarrow()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: the shard is missing (the manifest lists it)") from None
+    if entry is not None and (len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry.get("sha256")):
+        raise ValueError(f"{path}: the shard is not the one the manifest lists (its size or sha256 differs): "
+                         "corrupt or changed; count the corpus again")
+    try:
+        table = pq.ParquetFile(pa.BufferReader(data)).read()  # not read_table: it imports pandas (2 s)
+    except (pa.ArrowException, OSError) as e:
+        raise ValueError(f"{path}: not a Parquet count shard ({e})") from None
+    names = table.column_names
+    if "pretoken" not in names or "count" not in names:
+        raise ValueError(f"{path}: a count shard has the columns 'pretoken' and 'count'; this one has {names}")
+    words_col, counts_col = table.column("pretoken"), table.column("count")
+    if not (pa.types.is_binary(words_col.type) or pa.types.is_large_binary(words_col.type)
+            or pa.types.is_string(words_col.type) or pa.types.is_large_string(words_col.type)):
+        raise ValueError(f"{path}: column 'pretoken' must be binary or string, not {words_col.type}")
+    if not pa.types.is_integer(counts_col.type):
+        raise ValueError(f"{path}: column 'count' must hold integers, not {counts_col.type}")
+    if words_col.null_count or counts_col.null_count:
+        raise ValueError(f"{path}: the columns 'pretoken' and 'count' must not hold nulls")
+    words = words_col.to_pylist()
+    if words and isinstance(words[0], str):
+        words = [w.encode("utf-8") for w in words]
+    counts = counts_col.to_pylist()
+    if counts and min(counts) < 0:
+        raise ValueError(f"{path}: a count is negative ({min(counts)})")
+    return words, counts
+
+
+# --- the manifest --------------------------------------------------------------------------------------
+
+
+def read_manifest(folder: Path) -> dict:
+    """The manifest of the table in `folder`, checked; ValueError naming the file otherwise."""
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{folder}: not a count table (no {MANIFEST}; an unfinished `bpe count` is finished "
+                         "by running it again)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{path}: not a count table's manifest ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a count table's manifest (format {FORMAT!r} expected)")
+    if type(manifest.get("version")) is not int or manifest["version"] > VERSION:
+        raise ValueError(f"{path}: format version {manifest.get('version')!r}, newer than this cs336-basics reads "
+                         f"({VERSION}); upgrade")
+    shards = manifest.get("shards")
+    if (not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in shards)
+            or not isinstance(manifest.get("pattern"), str) or not isinstance(manifest.get("special_tokens"), list)):
+        raise ValueError(f"{path}: a count table's manifest lists its pattern, special tokens and shards")
+    for entry in shards:
+        if "/" in entry["name"] or "\\" in entry["name"] or entry["name"].startswith("."):
+            raise ValueError(f"{path}: shard name {entry['name']!r} is not a file in the table's folder")
+    return manifest
+
+
+def totals(entries: Iterable[dict]) -> dict:
+    """The manifest's `totals` of its shard entries."""
+    entries = list(entries)
+    return {key: sum(e.get(key, 0) for e in entries)
+            for key in ("input_bytes", "occurrences", "pretoken_bytes", "rows")} | {"shards": len(entries)}
+
+
+def manifest_text(head: dict, entries: list[dict]) -> str:
+    return json.dumps({**head, "shards": entries, "totals": totals(entries)}, indent=1) + "\n"
+
+
+# --- reading counts ------------------------------------------------------------------------------------
+
+
+def read_table(folder: Path) -> Counts:
+    """The counts of the table in `folder`, each shard checked against the manifest."""
+    manifest = read_manifest(folder)
+    total: dict[bytes, int] = {}
+    for entry in manifest["shards"]:
+        words, counts = read_shard(folder / entry["name"], entry)
+        if not total:
+            total = dict(zip(words, counts))
+            continue
+        get = total.get
+        for word, n in zip(words, counts):
+            total[word] = get(word, 0) + n
+    return Counts(total, manifest["pattern"], list(manifest["special_tokens"]),
+                  manifest.get("totals", {}).get("input_bytes"))
+
+
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([\\tnr]))")
+_SIMPLE = {"\\": b"\\", "t": b"\t", "n": b"\n", "r": b"\r"}
+
+
+def token_from_readable(text: str) -> bytes:
+    r"""The bytes of a token written by `readable_token`: `\\`, `\t`, `\n`, `\r`, `\xNN` (a byte),
+    `\uNNNN` and `\UNNNNNNNN` (a character, in UTF-8); any other character stands for itself.
+    ValueError for a backslash that starts none of these."""
+    if "\\" not in text:
+        return text.encode("utf-8")
+    out = bytearray()
+    at = 0
+    for m in _ESCAPE.finditer(text):
+        plain = text[at:m.start()]
+        if "\\" in plain:
+            break
+        out += plain.encode("utf-8")
+        byte, char4, char8, simple = m.groups()
+        if byte is not None:
+            out.append(int(byte, 16))
+        elif simple is not None:
+            out += _SIMPLE[simple]
+        else:
+            code = int(char4 or char8, 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise ValueError(f"\\u escape {m.group(0)} is not a character")
+            out += chr(code).encode("utf-8")
+        at = m.end()
+    rest = text[at:]
+    if "\\" in rest:
+        shown = rest[rest.index("\\"):][:10]
+        raise ValueError(f"a backslash starts no escape at '{shown}' (\\\\, \\t, \\n, \\r, \\xNN, \\uNNNN, \\UNNNNNNNN)")
+    return bytes(out + rest.encode("utf-8"))
+
+
+def read_tsv(path: Path) -> Counts:
+    r"""The counts in a text file of `pre-token<TAB>count` lines (see `token_from_readable`; a
+    pre-token written twice counts twice). ValueError naming the file and line for a bad line."""
+    total: dict[bytes, int] = {}
+    get = total.get
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            line = raw.rstrip(b"\n").removesuffix(b"\r")
+            word, tab, count = line.rpartition(b"\t")
+            try:
+                if not tab:
+                    raise ValueError("expected pre-token<TAB>count")
+                if not count.isdigit():
+                    raise ValueError(f"the count {count.decode('utf-8', 'replace')!r} is not a whole number")
+                n = int(count)
+                if n > INT64_MAX:
+                    raise ValueError(f"the count {n} does not fit in 64 bits")
+                try:
+                    text = word.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ValueError("the pre-token is not UTF-8 (write other bytes as \\xNN)") from None
+                key = token_from_readable(text)
+            except ValueError as e:
+                raise ValueError(f"{path}, line {number}: {e}") from None
+            total[key] = get(key, 0) + n
+    return Counts(total, None, None, None)
+
+
+def read_counts(source: "str | os.PathLike | Mapping[bytes, int]") -> Counts:
+    """The counts of a table folder, a `pre-token<TAB>count` file, or a mapping of pre-token bytes to counts."""
+    if isinstance(source, Mapping):
+        for word, n in source.items():
+            if not isinstance(word, bytes) or type(n) is not int or not 0 <= n <= INT64_MAX:
+                raise ValueError(f"counts map pre-token bytes to whole numbers of 64 bits; got {word!r}: {n!r}")
+        return Counts(dict(source), None, None, None)
+    path = Path(source)
+    if path.is_dir():
+        return read_table(path)
+    if not path.exists():
+        raise FileNotFoundError(2, f"count table not found: {path}")
+    return read_tsv(path)
+
+
+def counted_with(source: "str | os.PathLike") -> tuple[list[str] | None, str | None]:
+    """(special tokens, pattern) a table was counted with, read from its manifest; (None, None)
+    for a text file, which does not say."""
+    path = Path(source)
+    if not path.is_dir():
+        return None, None
+    manifest = read_manifest(path)
+    return list(manifest["special_tokens"]), manifest["pattern"]
+
+
+def agreed(counts: Counts, source, special_tokens, pattern) -> tuple[list[str], str]:
+    """The special tokens and pattern to train with: those given, which must equal the table's, or
+    else the table's (for a text file or a mapping: none, and "gpt2")."""
+    if special_tokens is not None:
+        special_tokens = validate_special_tokens(special_tokens)
+        if counts.special_tokens is not None and special_tokens != counts.special_tokens:
+            raise ValueError(f"{source} was counted with the special tokens {counts.special_tokens}, not "
+                             f"{special_tokens}: pass those (or none), or count the corpus again")
+    if pattern is not None:
+        pattern = patterns.canonical(pattern)
+        if counts.pattern is not None and pattern != counts.pattern:
+            raise ValueError(f"{source} was counted with the pattern {counts.pattern!r}, not {pattern!r}: "
+                             "pass that one (or none), or count the corpus again")
+    specials = special_tokens if special_tokens is not None else counts.special_tokens or []
+    return specials, pattern if pattern is not None else counts.pattern or "gpt2"
+
+
+# --- adding tables up ----------------------------------------------------------------------------------
+
+
+def merge_tables(folders: list["str | os.PathLike"], out: "str | os.PathLike") -> dict:
+    """Add up the tables in `folders` into a new table at `out` (a folder that does not exist or is
+    empty), exactly; return its manifest. Tables counted with other patterns or special tokens
+    are refused, naming both. The output is written all or nothing."""
+    if not folders:
+        raise ValueError("merging count tables needs at least one table")
+    folders = [Path(f) for f in folders]
+    out = Path(out)
+    manifests = [read_manifest(f) for f in folders]
+    first = manifests[0]
+    for folder, manifest in zip(folders[1:], manifests[1:]):
+        for key, what in (("pattern", "pattern"), ("special_tokens", "special tokens")):
+            if manifest[key] != first[key]:
+                raise ValueError(f"{folder} was counted with the {what} {manifest[key]!r} but {folders[0]} with "
+                                 f"{first[key]!r}: tables of different {what} cannot be added up")
+    for folder in folders:
+        if out.resolve() == folder.resolve():
+            raise ValueError(f"{out} is one of the tables to merge; write the sum to a new folder")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"{out} exists and is not an empty folder; write the sum to a new folder")
+    total: dict[bytes, int] = {}
+    for folder in folders:
+        counts = read_table(folder).word_counts
+        get = total.get
+        for word, n in counts.items():
+            total[word] = get(word, 0) + n
+        del counts
+    words = sorted(total)
+    counts = [total[w] for w in words]
+    del total
+    head = {"format": FORMAT, "version": VERSION, "pattern": first["pattern"], "special_tokens": first["special_tokens"],
+            "text_field": first.get("text_field"), "piece_size": None,
+            "inputs": [i for m in manifests for i in m.get("inputs", [])],
+            "merged_from": [str(f) for f in folders]}
+    input_bytes = sum(m.get("totals", {}).get("input_bytes", 0) for m in manifests)
+    entries = []
+    with staged.folders_for([out / MANIFEST]), staged.StagedFiles() as files:
+        for index, start in enumerate(range(0, max(len(words), 1), MERGED_SHARD_ROWS)):
+            part_words, part_counts = words[start:start + MERGED_SHARD_ROWS], counts[start:start + MERGED_SHARD_ROWS]
+            data = shard_data(part_words, part_counts)
+            files.open(out / shard_name(index)).write(data)
+            entries.append({**shard_record(shard_name(index), data, part_words, part_counts),
+                            "input_bytes": input_bytes if index == 0 else 0})
+        text = manifest_text(head, entries)
+        files.open(out / MANIFEST).write(text.encode("utf-8"))  # renamed last: the table is there once it is
+        files.commit()
+    return json.loads(text)
