@@ -222,6 +222,43 @@ def test_a_shard_changed_on_disk_is_written_again(tmp_path, tokenizer, corpus):
     assert seen == sorted(seen) and seen[-1] == written.input_bytes
 
 
+def test_a_resume_encodes_only_what_no_shard_or_part_on_disk_holds(tmp_path, tokenizer, corpus, monkeypatch):
+    """Stopped inside a shard (at a point the run reports: its progress after a unit), the run leaves
+    the finished shards and the parts of the unfinished one; the next run encodes every other unit
+    once and no unit twice, and says it reused the rest."""
+    from cs336_basics.datasets import writer
+
+    class Stop(Exception):
+        pass
+
+    whole = tokenizer.encode_dataset(corpus, tmp_path / "whole", shard_size=200, num_workers=1)
+    manifest = layout.read_manifest(tmp_path / "whole")
+    units = _units(tokenizer, corpus, manifest)
+    first, stop = next(e["units"] for e in manifest["shards"][1:] if e["units"][1] - e["units"][0] >= 3)
+    last_done = first + 1  # inside the shard: its first two parts are on disk, not the shard
+
+    def stop_after(done: int) -> None:
+        if done == sum(u.size for u in units[: last_done + 1]):
+            raise Stop
+
+    with pytest.raises(Stop):
+        tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1, on_progress=stop_after)
+    assert not (tmp_path / "ds" / layout.MANIFEST).exists()
+    encoded = []
+    real = writer.encode_unit
+
+    def counted(tok, unit, *args):
+        encoded.append(unit)
+        return real(tok, unit, *args)
+
+    monkeypatch.setattr(writer, "encode_unit", counted)
+    written = tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1)
+    assert encoded == units[last_done + 1 :]
+    assert written.reused_bytes == sum(u.size for u in units[: last_done + 1])
+    assert written.reused_shards == manifest["shards"].index(next(e for e in manifest["shards"] if e["units"][0] == first))
+    assert files_of(tmp_path / "ds") == files_of(tmp_path / "whole") and written.tokens == whole.tokens
+
+
 def _units(tokenizer, corpus, manifest):
     from cs336_basics.corpora import sources
 
