@@ -16,7 +16,9 @@ temporary folder beside nothing in particular; put it on the disk you care about
   the process itself, reported by it when it ends) for each, beside the corpus size (target for
   the directory: under 300 MB whatever the corpus size);
 - a resume: the directory command killed (SIGKILL, with its workers) at half its median time, then
-  run again; the time of that second run over the median full run (target: at most 0.8);
+  run again; the time of that second run over the median full run (target: at most 0.8), and its
+  CPU time (the command and its workers, user + system) over the median full run's, which a busy
+  machine moves less, beside how many input bytes it reused;
 - whether the concatenated shards equal the array (they must; exit status 1 if not).
 """
 
@@ -47,11 +49,18 @@ def child(argv: list[str]) -> int:
     return status
 
 
-def run_command(argv: list[str], *, kill_after: float | None = None) -> tuple[float, int | None, str]:
-    """(seconds, own peak memory in bytes or None, stdout) of one `bpe` command in a new process;
-    with `kill_after`, SIGKILL it and its workers after that many seconds."""
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes that have ended and were waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_command(argv: list[str], *, kill_after: float | None = None) -> tuple[float, int | None, str, float]:
+    """(seconds, own peak memory in bytes or None, stdout, CPU seconds of the command and of its
+    workers) of one `bpe` command in a new process; with `kill_after`, SIGKILL it and its workers
+    after that many seconds."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.Popen([sys.executable, __file__, "--child", *argv], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -59,12 +68,12 @@ def run_command(argv: list[str], *, kill_after: float | None = None) -> tuple[fl
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        return time.perf_counter() - started, None, out
-    seconds = time.perf_counter() - started
+        return time.perf_counter() - started, None, out, children_cpu() - cpu
+    seconds, cpu = time.perf_counter() - started, children_cpu() - cpu
     if proc.returncode != 0:
         sys.exit(f"bpe {' '.join(argv)} failed ({proc.returncode}):\n{err}")
     peak = [int(line.split()[-1]) for line in err.splitlines() if line.startswith("bench_dataset: peak_rss_bytes")]
-    return seconds, (peak[0] if peak else None), out
+    return seconds, (peak[0] if peak else None), out, cpu
 
 
 def same_ids(npy: Path, directory: Path) -> bool:
@@ -99,14 +108,16 @@ def main() -> int:
               "--engine", args.engine]
     times: dict[str, list[float]] = {"npy": [], "dir": []}
     peaks: dict[str, list[int]] = {"npy": [], "dir": []}
+    cpus: dict[str, list[float]] = {"npy": [], "dir": []}
     with tempfile.TemporaryDirectory(dir=args.scratch, prefix="bench-dataset-") as scratch:
         scratch = Path(scratch)
         for run in range(args.runs):
             for kind in (["npy", "dir"] if run % 2 == 0 else ["dir", "npy"]):
                 out = scratch / (f"run{run}.npy" if kind == "npy" else f"run{run}")
                 extra = ["--shard-size", args.shard_size] if kind == "dir" else []
-                seconds, peak, _ = run_command([*common, "--out", str(out), *extra])
+                seconds, peak, _, cpu = run_command([*common, "--out", str(out), *extra])
                 times[kind].append(seconds)
+                cpus[kind].append(cpu)
                 if peak:
                     peaks[kind].append(peak)
                 print(f"run {run + 1} {kind}: {seconds:.2f} s, own peak {peak / 1e6 if peak else float('nan'):.0f} MB",
@@ -116,8 +127,8 @@ def main() -> int:
         full = statistics.median(times["dir"])
         resumed_dir = scratch / "resumed"
         dir_args = [*common, "--out", str(resumed_dir), "--shard-size", args.shard_size]
-        killed_at, _, _ = run_command(dir_args, kill_after=full / 2)
-        resume_seconds, _, resume_out = run_command(dir_args)
+        killed_at, _, _, _ = run_command(dir_args, kill_after=full / 2)
+        resume_seconds, _, resume_out, resume_cpu = run_command(dir_args)
         identical = identical and same_ids(scratch / "run0.npy", resumed_dir)
 
     npy, directory = statistics.median(times["npy"]), statistics.median(times["dir"])
@@ -127,7 +138,8 @@ def main() -> int:
     print(f"dataset directory:  median {directory:8.2f} s, own peak {max(peaks['dir'], default=0) / 1e6:6.0f} MB"
           f"  ({directory / npy:.3f}x the .npy; target <= 1.05x; peak target < 300 MB)")
     print(f"resume after SIGKILL at {killed_at:.1f} s: {resume_seconds:.2f} s, "
-          f"{resume_seconds / full:.2f}x a full run (target <= 0.8x)")
+          f"{resume_seconds / full:.2f}x a full run (target <= 0.8x); CPU {resume_cpu:.1f} s, "
+          f"{resume_cpu / statistics.median(cpus['dir']):.2f}x a full run's")
     print("".join(f"  {line.strip()}\n" for line in resume_out.splitlines() if "reused" in line), end="")
     print(f"shards equal the .npy: {identical}")
     return 0 if identical else 1

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.datasets import from_documents, layout
+from cs336_basics.datasets.directory import LOCK
 from cs336_basics.datasets.loader import TokenDataset
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
@@ -177,6 +178,7 @@ def test_resume_with_the_same_documents_keeps_the_finished_shards_and_ends_byte_
     with pytest.raises(Stop):
         tok.encode_dataset_from_iterator(stopping(documents, 150), tmp_path / "d", **options)
     assert not (tmp_path / "d" / layout.MANIFEST).exists()
+    assert not (tmp_path / "d" / LOCK).exists()  # the run ended (by an error): its lock went with it
     # What the stop left: whole shards (each with its record), no temporary file.
     left = [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
     # The workers are stopped before the run cleans up, so none can leave a part half-written after it.
@@ -194,7 +196,8 @@ def test_resume_with_the_same_documents_keeps_the_finished_shards_and_ends_byte_
     assert files_of(tmp_path / "d") == files_of(tmp_path / "whole")
     assert (tmp_path / "d" / layout.MANIFEST).read_bytes() == (tmp_path / "whole" / layout.MANIFEST).read_bytes()
     assert (written.tokens, written.shards) == (whole.tokens, whole.shards)
-    assert sorted(os.listdir(tmp_path / "d")) == sorted(os.listdir(tmp_path / "whole"))
+    assert sorted(os.listdir(tmp_path / "d")) == sorted(os.listdir(tmp_path / "whole")) == sorted(
+        [layout.MANIFEST] + [f"shard-{k:05d}{suffix}" for k in range(whole.shards) for suffix in (".npy", ".docs.npy")])
 
 
 def test_resume_with_other_documents_is_refused(tok, tmp_path):

@@ -94,12 +94,8 @@ def read_dataset(directory: Path) -> tuple[list[int], list[int], dict]:
 
 
 def files_of(directory: Path) -> dict[str, bytes]:
-    """Every file of a directory (hidden ones too, but the lock) by its relative path, with its bytes."""
-    return {
-        str(p.relative_to(directory)): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file() and p.name != LOCK
-    }
+    """Every file of a directory (hidden ones too) by its relative path, with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 # --- what is written -----------------------------------------------------------------------------------
@@ -134,7 +130,7 @@ def test_shards_concatenate_to_encode_file(tmp_path_factory, tokenizer, docs, ki
     assert got_starts == starts
     assert (written.tokens, written.documents) == (len(ids), len(starts))
     assert sorted(os.listdir(tmp / "ds")) == sorted(
-        [layout.MANIFEST, LOCK]
+        [layout.MANIFEST]
         + [f"{e['name']}{suffix}" for e in manifest["shards"] for suffix in (".npy", ".docs.npy")]
     )
 
@@ -224,6 +220,43 @@ def test_a_shard_changed_on_disk_is_written_again(tmp_path, tokenizer, corpus):
     manifest = layout.read_manifest(tmp_path / "ds")
     assert seen[1] == sum(u.size for u in _units(tokenizer, corpus, manifest)[: manifest["shards"][2]["units"][0]])
     assert seen == sorted(seen) and seen[-1] == written.input_bytes
+
+
+def test_a_resume_encodes_only_what_no_shard_or_part_on_disk_holds(tmp_path, tokenizer, corpus, monkeypatch):
+    """Stopped inside a shard (at a point the run reports: its progress after a unit), the run leaves
+    the finished shards and the parts of the unfinished one; the next run encodes every other unit
+    once and no unit twice, and says it reused the rest."""
+    from cs336_basics.datasets import writer
+
+    class Stop(Exception):
+        pass
+
+    whole = tokenizer.encode_dataset(corpus, tmp_path / "whole", shard_size=200, num_workers=1)
+    manifest = layout.read_manifest(tmp_path / "whole")
+    units = _units(tokenizer, corpus, manifest)
+    first, stop = next(e["units"] for e in manifest["shards"][1:] if e["units"][1] - e["units"][0] >= 3)
+    last_done = first + 1  # inside the shard: its first two parts are on disk, not the shard
+
+    def stop_after(done: int) -> None:
+        if done == sum(u.size for u in units[: last_done + 1]):
+            raise Stop
+
+    with pytest.raises(Stop):
+        tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1, on_progress=stop_after)
+    assert not (tmp_path / "ds" / layout.MANIFEST).exists()
+    encoded = []
+    real = writer.encode_unit
+
+    def counted(tok, unit, *args):
+        encoded.append(unit)
+        return real(tok, unit, *args)
+
+    monkeypatch.setattr(writer, "encode_unit", counted)
+    written = tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=200, num_workers=1)
+    assert encoded == units[last_done + 1 :]
+    assert written.reused_bytes == sum(u.size for u in units[: last_done + 1])
+    assert written.reused_shards == manifest["shards"].index(next(e for e in manifest["shards"] if e["units"][0] == first))
+    assert files_of(tmp_path / "ds") == files_of(tmp_path / "whole") and written.tokens == whole.tokens
 
 
 def _units(tokenizer, corpus, manifest):
@@ -404,7 +437,9 @@ def test_a_file_size_limit_in_the_workers_names_the_file_and_a_second_run_finish
     tokenizer.encode_dataset(corpus, tmp_path / "whole", shard_size=2048, num_workers=1)
     argv = [sys.executable, "-m", "cs336_basics.cli", "encode", "--tokenizer", str(tmp_path / "tok"), str(corpus),
             "--shard-size", "2K", "--workers", "2", "--quiet", "--out", str(tmp_path / "ds")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    # No bytecode written under the limit: a cut-off .pyc would break every later start of Python.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               PYTHONDONTWRITEBYTECODE="1")
     run = subprocess.run(argv, env=env, capture_output=True, text=True, preexec_fn=small_files, timeout=120,
                          check=False)
     assert run.returncode == 1, run.stderr
@@ -423,7 +458,48 @@ def test_two_runs_on_one_directory_are_refused(tmp_path, tokenizer, corpus, caps
         assert main(["encode", "--tokenizer", str(tmp_path / "tok"), str(corpus), "--out", str(tmp_path / "ds"),
                      "--quiet"]) == 1
         assert "another run is writing this dataset" in capsys.readouterr().err
+    assert not (tmp_path / "ds" / LOCK).exists()  # the holder removed it as it let go
     tokenizer.encode_dataset(corpus, tmp_path / "ds", num_workers=1)  # free again
+    assert LOCK not in os.listdir(tmp_path / "ds")
+
+
+def test_nothing_of_a_run_stays_after_it_ends(tmp_path, tokenizer, corpus):
+    """Neither a plain run, nor one that reuses everything, nor one that is refused leaves its lock
+    (or anything else but the dataset) behind."""
+    expected = None
+    for _ in range(2):
+        written = tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=300, num_workers=2)
+        names = sorted(os.listdir(tmp_path / "ds"))
+        assert names == expected or expected is None
+        expected = sorted([layout.MANIFEST] + [f"shard-{k:05d}{suffix}" for k in range(written.shards)
+                                               for suffix in (".npy", ".docs.npy")])
+        assert names == expected
+    with pytest.raises(ValueError, match="other settings"):
+        tokenizer.encode_dataset(corpus, tmp_path / "ds", shard_size=600, num_workers=1)
+    assert sorted(os.listdir(tmp_path / "ds")) == expected
+
+
+def test_a_lock_removed_by_an_ending_run_before_it_was_taken_is_taken_anew(tmp_path, monkeypatch):
+    """Between a run's open of `.lock` and its flock, the run that held it may end and remove it: the
+    file locked then is no longer the folder's, and a third run could lock a new one beside it. The
+    run must lock the file that is at `.lock`."""
+    from cs336_basics.datasets import directory
+
+    real_open, opened = os.open, []
+
+    def open_then_the_holder_ends(path, *args):
+        fd = real_open(path, *args)
+        if not opened:  # the first time: the holder removes the file we opened, and a third run makes a new one
+            os.unlink(path)
+            real_open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        opened.append(fd)
+        return fd
+
+    monkeypatch.setattr(directory.os, "open", open_then_the_holder_ends)
+    with locked(tmp_path) as fd:
+        assert len(opened) == 2
+        assert os.path.samestat(os.fstat(fd), os.stat(tmp_path / LOCK))
+    assert not (tmp_path / LOCK).exists()
 
 
 # --- killed runs ---------------------------------------------------------------------------------------
@@ -520,6 +596,19 @@ def test_killed_anywhere_then_run_again_gives_the_same_bytes(kill_setup, how):
         assert proc.returncode == 0, f"{how} at event {k}: {err}"
         assert files_of(out) == kill_setup["whole"], f"{how} at write event {k} of {kill_setup['events']}"
     assert stopped, "no run was stopped: the kill points are past every process's last write"
+
+
+def test_a_stale_lock_of_a_killed_run_neither_blocks_nor_survives_the_next(kill_setup):
+    """SIGKILL of every process at the first write the run reports (its plan, after the lock is
+    taken): the lock file stays, unheld; the next run takes it and removes it at its end."""
+    out = kill_setup["folder"] / "stale-lock"
+    paused, _, killed = _kill_at(kill_setup, out, 1, "kill")
+    assert paused and _wait_until_gone(killed)
+    assert (out / LOCK).exists() and not (out / layout.MANIFEST).exists()
+    proc = _spawn(["0", *kill_setup["args"], str(out)])
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 0, err
+    assert not (out / LOCK).exists() and files_of(out) == kill_setup["whole"]
 
 
 # --- a URL (fsspec) ------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ While a run is unfinished the directory holds, beside the shards already written
 the run's plan (`plan.json`: the manifest's keys before `shards`), one record per finished shard
 (`shard-NNNNN.json`, its manifest entry) and one *part* per encoded work unit or batch
 (`unit-NNNNNNN.ids`, its ids, and `unit-NNNNNNN.json`, its record). `.lock` is held by the run
-(flock; not for a URL). Every file is written atomically (see `store`).
+(flock; not for a URL) and removed when it ends (see `locked`). Every file is written atomically
+(see `store`). A finished dataset holds its manifest and its shards, nothing else.
 """
 
 import contextlib
@@ -94,9 +95,15 @@ def what_changed(old: dict, new: dict) -> str:
 
 @contextlib.contextmanager
 def locked(directory: str | os.PathLike) -> Iterator[int | None]:
-    """Hold `DIR/.lock` for the run (released by the OS however the process ends); a second run on
-    the same directory is refused. Yields the lock's file descriptor (None where there is no flock:
-    on Windows, and for a URL, where two runs at once are not detected)."""
+    """Hold `DIR/.lock` for the run; a second run on the same directory is refused. Yields the
+    lock's file descriptor (None where there is no flock: on Windows, and for a URL, where two
+    runs at once are not detected).
+
+    The file is removed when the run ends, however it ends short of being killed: nothing of the
+    run stays. A killed run leaves it behind, unlocked (the OS releases a flock with its last
+    holder), and the next run takes it and removes it in turn. Since a run removes the file while
+    it holds it, a run that opened it just before then locks a file no longer in the folder: it
+    checks that the file it locked is the one at `DIR/.lock`, and tries again if not."""
     try:
         import fcntl
     except ImportError:  # Windows: no lock
@@ -105,16 +112,34 @@ def locked(directory: str | os.PathLike) -> Iterator[int | None]:
         yield None
         return
     path = os.path.join(directory, LOCK)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise DatasetBusy(f"{directory}: another run is writing this dataset (it holds {path}); "
                               "wait for it to end or stop it, then run again") from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # an ending run removed it after we opened it: lock the one there now
+    try:
         yield fd
     finally:
+        # Removed while still held, so that no other run can take this file meanwhile.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
         os.close(fd)
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether the open file `fd` is the file at `path`."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _is_ours(name: str) -> bool:

@@ -161,38 +161,6 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/" + os.sep) + ("/" if "://" in folder else os.sep))
 
 
-def check_output(store: Store, inputs, files: Sequence[sources.Source]) -> None:
-    """Refuse an output that is a file (such as an input file), the same as or inside an input
-    folder, or holding an input file."""
-    if store.size("") is not None:
-        raise ValueError(f"{store} is a file, not a folder; name a folder for the dataset "
-                         "(or FILE.npy for one array)")
-    local = store.local_path()
-
-    def where(path: str) -> str | None:  # a path comparable with the output's, if there is one
-        if local is not None:
-            return None if sources.is_url(path) else str(Path(path).resolve())
-        return path.rstrip("/") if sources.is_url(path) else None
-
-    out = str(Path(local).resolve()) if local is not None else store.root
-    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    for item in map(os.fspath, items):
-        folder = where(item)
-        if folder is not None and (local is None or Path(folder).is_dir()) and _within(out, folder):
-            raise ValueError(f"{store} is inside the input folder {item}: the dataset would become input; "
-                             "write it outside the corpus")
-    for f in files:
-        path = where(f.path)
-        if path is not None and path != out and _within(path, out):
-            raise ValueError(f"the input {f.path} is inside the dataset folder {store}: writing the dataset "
-                             "would change it; move it out")
-
-
-def _within(path: str, folder: str) -> bool:
-    """Whether `path` is `folder` or inside it (both absolute, or both URLs)."""
-    return path == folder or path.startswith(folder.rstrip("/" + os.sep) + ("/" if "://" in folder else os.sep))
-
-
 # --- the run ---------------------------------------------------------------------------------------------
 
 
