@@ -78,9 +78,11 @@ def run_dataset_convert(args: argparse.Namespace, context: RunContext) -> None:
         context.watch(*(llmc.shard_path(out, k) for k in range(present + 1)))
     from tqdm import tqdm
 
+    from cs336_basics.datasets.loader import KIND_NAMES
+
     ds = _open_dataset(args.dataset)
     if ds.kind != "directory":
-        raise CommandError(f"{args.dataset}: a {ds.kind} dataset; convert reads a dataset directory "
+        raise CommandError(f"{args.dataset}: {KIND_NAMES[ds.kind]}; convert reads a dataset directory "
                            "(written by `bpe encode --out DIR/`)")
     with tqdm(total=len(ds), unit="tok", unit_scale=True, desc="converting", disable=args.quiet) as bar:
         done = convert_dataset(args.dataset, out, args.format, shard_tokens=args.shard_tokens,

@@ -18,6 +18,7 @@ import numpy as np
 
 from cs336_basics.datasets.loader import TokenDataset
 from cs336_basics.formats import llmc, megatron
+from cs336_basics.formats.staged import final_names, folders_for
 
 FORMATS = ("megatron", "llmc")
 CHUNK_TOKENS = 1 << 24
@@ -49,10 +50,18 @@ def convert_dataset(
     dataset = TokenDataset(directory)
     if dataset.kind != "directory":
         raise ValueError(f"{directory}: not a dataset directory (convert reads what `bpe encode --out DIR/` writes)")
+    first_file = megatron.paths(out)[0] if format == "megatron" else llmc.shard_path(out, 0)
+    # The output's folder is made for the write (and removed again if it fails); an OSError names
+    # the output, never the temporary files that stand for it.
+    with folders_for([first_file]), final_names(out):
+        return _convert(dataset, out, format, shard_tokens, on_progress)
+
+
+def _convert(dataset: TokenDataset, out, format: str, shard_tokens: int, on_progress) -> Converted:
     if format == "megatron":
         writer = megatron.MegatronWriter(out, np.uint16 if dataset.dtype.itemsize <= 2 else np.int32)
     else:
-        writer = llmc.LlmcWriter(out, shard_tokens=shard_tokens)
+        writer = llmc.LlmcWriter(out, shard_tokens=shard_tokens, total_tokens=len(dataset))
     with writer:
         done = 0
         for k in range(dataset.num_shards):
