@@ -12,7 +12,7 @@ import pytest
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
-from cs336_basics.datasets.convert import convert_dataset
+from cs336_basics.datasets.convert import convert_dataset, write_format
 from cs336_basics.formats import staged
 from tests.dataset_helpers import write_dataset
 from tests.test_token_formats import spec_read_llmc, spec_read_megatron
@@ -158,3 +158,60 @@ def test_encode_format_refuses_what_does_not_go_together(setup, capsys):
     assert encode(setup, "--shard-tokens", "5", "--out", str(setup / "d")) == 1
     assert "--shard-tokens is for --format llmc" in capsys.readouterr().err
     assert not (setup / "d").exists() and not (setup / "x.npy").exists()
+
+
+# --- --append-separator ------------------------------------------------------------------------------------
+
+
+def ids_of(path) -> list[int]:
+    from cs336_basics.datasets.loader import TokenDataset
+
+    ds = TokenDataset(path)
+    return [int(i) for k in range(ds.num_shards) for i in ds.shard_ids(k)]
+
+
+@pytest.mark.parametrize("docs", [DOCS, DOCS[:3], ["x" * 300] * 3 + [f"ends{EOT}"], [""]])
+def test_append_separator_ends_the_last_document_in_every_output(tmp_path, tokenizer, docs):
+    """The oracle: the ids without the option, and one separator after them unless they are empty or
+    end with one; the documents stay the same (the separator is the last one's last token)."""
+    sep = tokenizer.encode(EOT)[0]
+    (tmp_path / "c.txt").write_text(EOT.join(docs))
+    plain = tokenizer.encode(EOT.join(docs))
+    expected = plain + [sep] if plain and plain[-1] != sep else plain
+    kw = dict(shard_size=16, num_workers=2)
+    tokenizer.encode_file(tmp_path / "c.txt", tmp_path / "a.npy", num_workers=2, append_separator=True)
+    assert np.load(tmp_path / "a.npy").tolist() == expected
+    tokenizer.encode_dataset(tmp_path / "c.txt", tmp_path / "plain", **kw)
+    tokenizer.encode_dataset(tmp_path / "c.txt", tmp_path / "files", append_separator=True, **kw)
+    tokenizer.encode_dataset_from_iterator(docs, tmp_path / "iter", append_separator=True, piece_size=20, **kw)
+    from cs336_basics.datasets.loader import TokenDataset
+
+    for name in ("files", "iter"):
+        assert ids_of(tmp_path / name) == expected, name
+        ds, before = TokenDataset(tmp_path / name), TokenDataset(tmp_path / "plain")
+        assert [ds.document(i).tolist() for i in range(ds.num_documents)] == [
+            (before.document(i).tolist() + ([sep] if i == before.num_documents - 1 and expected != plain else []))
+            for i in range(before.num_documents)], name
+        ds.verify()
+    for fmt in ("megatron", "llmc"):
+        convert_dataset(tmp_path / "plain", tmp_path / fmt, fmt, shard_tokens=7, append_separator=True)
+        write_format(
+            lambda d: tokenizer.encode_dataset_from_iterator(docs, d, piece_size=20, **kw), tmp_path / f"i{fmt}",
+            fmt, shard_tokens=7, append_separator=True)
+        for prefix in (tmp_path / fmt, tmp_path / f"i{fmt}"):
+            if fmt == "megatron":
+                sequences, _ = spec_read_megatron(prefix)
+                assert [i for s in sequences for i in s] == expected
+                assert len(sequences) == TokenDataset(tmp_path / "plain").num_documents
+            else:
+                assert [i for p in sorted(tmp_path.glob(prefix.name + "_*.bin")) for i in spec_read_llmc(p)] == expected
+
+
+def test_append_separator_is_refused_without_a_special_token_and_a_change_is_named(setup, capsys):
+    assert encode(setup, "--append-separator", "--special-token", "", "--out", str(setup / "d")) in (1, 2)
+    capsys.readouterr()
+    assert encode(setup, "--out", str(setup / "d")) == 0
+    assert encode(setup, "--append-separator", "--out", str(setup / "d")) == 1
+    assert "other settings" in capsys.readouterr().err
+    assert encode(setup, "--append-separator", "--out", str(setup / "d"), "--overwrite") == 0
+    assert ids_of(setup / "d")[-1] == 261  # the separator (the corpus ends with "and")

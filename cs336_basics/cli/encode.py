@@ -101,6 +101,7 @@ def run_encode(args: argparse.Namespace, context: RunContext) -> None:
         count = tokenizer.encode_file(
             [f.path for f in files], out, num_workers=workers, executor=executor, text_field=args.text_field,
             dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n), engine=engine,
+            append_separator=args.append_separator,
         )
     seconds = time.perf_counter() - started
     _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine)
@@ -145,6 +146,7 @@ def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: To
                 args.inputs, out, shard_size=args.shard_size, num_workers=workers, executor=executor,
                 text_field=args.text_field, dtype=args.dtype, overwrite=args.overwrite,
                 on_progress=lambda done: bar.update(done - bar.n), engine=engine,
+                append_separator=args.append_separator,
             )
         except KeyboardInterrupt:
             bar.close()
