@@ -226,13 +226,14 @@ def _run(tokenizer: TokenizerLike, documents, text_field, head, listed, target: 
         stream = iter(rest or ())
         batch, i = next(stream, None), first_batch
         while batch is not None:
-            following = next(stream, None)  # read ahead, to know the last batch before it is encoded
+            # With append_separator, one batch is read ahead to know the last before it is encoded.
+            following = next(stream, None) if head.get("append_separator") else None
             sizes[i] = batch
-            if following is None:
+            if following is None and head.get("append_separator"):
                 last.append(i)
             texts, batch.documents = batch.documents, None
             yield i, texts
-            batch, i = following, i + 1
+            batch, i = following or next(stream, None), i + 1
 
     def encode_here(i: int, texts: list[str]) -> dict:
         return target.write_part(i, dtype, True, encode_documents(tokenizer, texts, dtype.str, engine))
