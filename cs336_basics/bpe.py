@@ -292,7 +292,7 @@ class Tokenizer:
         self, input_paths: "str | os.PathLike | list[str | os.PathLike]", output_path: str | os.PathLike, *,
         num_workers: int | None = None, executor: "concurrent.futures.Executor | None" = None,
         piece_size: int = 1 << 20, text_field: str = "text", dtype: str | None = None,
-        on_progress: Callable[[int], None] | None = None, engine: "str | engines.Choice" = "auto",
+        on_progress: Callable[[int], None] | None = None, engine: "str | engines.Choice" = "auto", append_separator=False,
     ) -> int:
         """Encode a corpus (files, folders, globs or URLs of `.txt`, `.jsonl`, `.parquet`, see `sources`),
         in order, into one NumPy array file; return the number of tokens. Workers default to all cores
@@ -306,6 +306,7 @@ class Tokenizer:
         return encode_files_to_array(
             self, files, output_path, num_workers=num_workers, executor=executor, piece_size=piece_size,
             text_field=text_field, dtype=dtype, on_progress=on_progress, engine=engine,
+            append_separator=append_separator,
         )
 
     def encode_dataset(
@@ -313,7 +314,7 @@ class Tokenizer:
         shard_size: int | None = None, num_workers: int | None = None,
         executor: "concurrent.futures.Executor | None" = None, piece_size: int | None = None,
         text_field: str = "text", dtype: str | None = None, overwrite: bool = False,
-        on_progress: Callable[[int], None] | None = None, engine: "str | engines.Choice" = "auto",
+        on_progress: Callable[[int], None] | None = None, engine: "str | engines.Choice" = "auto", append_separator=False,
     ):
         """Encode a corpus into a dataset directory: shards of about `shard_size` bytes of ids (default
         256 MiB) holding together what `encode_file` writes, and `manifest.json`. Run again after a
@@ -327,7 +328,7 @@ class Tokenizer:
         return write_dataset(
             self, inputs, directory, shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
             piece_size=piece_size, num_workers=num_workers, executor=executor, dtype=dtype, overwrite=overwrite,
-            text_field=text_field, on_progress=on_progress, engine=engine,
+            text_field=text_field, on_progress=on_progress, engine=engine, append_separator=append_separator,
         )
 
     def encode_dataset_from_iterator(
@@ -335,7 +336,7 @@ class Tokenizer:
         shard_size: int | None = None, num_workers: int | None = None,
         executor: "concurrent.futures.Executor | None" = None, piece_size: int | None = None,
         text_field: str = "text", dtype: str | None = None, overwrite: bool = False, resume: bool = False,
-        on_progress: Callable[[int], None] | None = None, engine: "str | engines.Choice" = "auto",
+        on_progress: Callable[[int], None] | None = None, engine: "str | engines.Choice" = "auto", append_separator=False,
     ):
         """`encode_dataset` of documents from any iterable (str, or mappings whose `text_field` holds
         one), in batches on `num_workers` processes (default: all cores). A dataset written from an
@@ -349,7 +350,7 @@ class Tokenizer:
             self, documents, directory, shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
             piece_size=piece_size, num_workers=num_workers or default_num_workers(PARALLEL_MIN_BYTES),
             executor=executor, dtype=dtype, overwrite=overwrite, resume=resume, text_field=text_field,
-            on_progress=on_progress, engine=engine,
+            on_progress=on_progress, engine=engine, append_separator=append_separator,
         )
 
     def encode_batch(

@@ -70,7 +70,7 @@ def test_bpe_dataset_info_verify_convert(tmp_path, capsys):
     assert main(["dataset", "convert", str(directory), "--format", "llmc", "--out", str(tmp_path / "l"),
                  "--shard-tokens", "4", "--quiet"]) == 0
     capsys.readouterr()
-    assert spec_read_llmc(tmp_path / "l_000001.bin") == [5, 6]
+    assert spec_read_llmc(tmp_path / "l_000001.bin") == [4, 5, 6]  # 6 tokens in shards of at most 4: 3 and 3
     layout.docs_file(directory, "shard-00001").unlink()
     assert main(["dataset", "verify", str(directory)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -92,5 +92,51 @@ def test_bpe_dataset_convert_errors_are_one_line_and_write_nothing(tmp_path, cap
     np.save(tmp_path / "t.npy", np.arange(5, dtype=np.uint16))
     assert main(["dataset", "convert", str(tmp_path / "t.npy"), "--format", "megatron", "--out", str(out / "m")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "t.npy: a npy dataset; convert reads a dataset directory" in err[0]
+    assert len(err) == 1 and "t.npy: a .npy token array; convert reads a dataset directory" in err[0]
     assert list(out.iterdir()) == []
+
+
+def test_convert_makes_the_output_folder_and_a_failed_one_leaves_none(tmp_path, capsys):
+    directory = write_dataset(tmp_path / "ds", [[1, 2, 3], [4, 5], [6]], 2)
+    out = tmp_path / "data" / "megatron" / "train"
+    assert main(["dataset", "convert", str(directory), "--format", "megatron", "--out", str(out), "--quiet"]) == 0
+    assert spec_read_megatron(out)[0] == [[1, 2, 3], [4, 5], [6]]
+    assert main(["dataset", "convert", str(directory), "--format", "llmc", "--out", str(tmp_path / "l" / "train"),
+                 "--quiet"]) == 0
+    assert spec_read_llmc(tmp_path / "l" / "train_000000.bin") == [1, 2, 3, 4, 5, 6]
+    big = write_dataset(tmp_path / "big", [[70_000]], 2, dtype="uint32", vocab_size=100_000)
+    assert main(["dataset", "convert", str(big), "--format", "llmc", "--out", str(tmp_path / "new" / "l"), "--quiet"]) == 1
+    assert not (tmp_path / "new").exists()  # the folder made for the write went with it
+
+
+def test_llmc_shards_are_balanced_so_none_is_tiny(tmp_path):
+    # The case, scaled down: 3,007,532 tokens in shards of at most 1,000,000 left 7,532 in the last.
+    total, shard_tokens = 3_007_532 // 100, 1_000_000 // 100
+    directory = write_dataset(tmp_path / "ds", [list(range(1, total + 1))], 4096)
+    done = convert_dataset(directory, tmp_path / "l", "llmc", shard_tokens=shard_tokens)
+    sizes = [len(spec_read_llmc(p)) for p in done.paths]
+    assert len(sizes) == 4 and sum(sizes) == total and max(sizes) <= shard_tokens
+    assert max(sizes) - min(sizes) <= 1
+    assert [i for p in done.paths for i in spec_read_llmc(p)] == list(range(1, total + 1))
+
+
+@given(total=st.integers(0, 200), shard_tokens=st.integers(1, 50))
+def test_balanced_shard_tokens_makes_the_fewest_shards_of_about_equal_size(total, shard_tokens):
+    from cs336_basics.formats.llmc import balanced_shard_tokens
+
+    per = balanced_shard_tokens(total, shard_tokens)
+    count = max(-(-total // per), 1)
+    assert 1 <= per <= shard_tokens and count == max(-(-total // shard_tokens), 1)
+    sizes = [min(per, total - k * per) for k in range(count)]
+    assert sum(sizes) == total and (total == 0 or min(sizes) >= per - count)
+
+
+def test_kinds_are_named_in_words(tmp_path, capsys):
+    from cs336_basics.datasets.loader import TokenDataset
+
+    directory = write_dataset(tmp_path / "ds", [[1, 2, 3], [4, 5]], 2)
+    convert_dataset(directory, tmp_path / "l", "llmc")
+    with pytest.raises(ValueError, match="an llm.c dataset records no document boundaries"):
+        TokenDataset(tmp_path / "l").num_documents
+    assert main(["dataset", "convert", str(tmp_path / "l"), "--format", "megatron", "--out", str(tmp_path / "m")]) == 1
+    assert "l: an llm.c dataset; convert reads a dataset directory" in capsys.readouterr().err

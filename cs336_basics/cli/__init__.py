@@ -4,6 +4,8 @@
     bpe count INPUT... --out COUNTS/ ;  bpe count --merge A/ B/ --out C/ ;  bpe train --counts COUNTS/ --vocab-size N
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
     bpe encode --tokenizer DIR INPUT... --out DIR [--shard-size 256M] [--overwrite]
+    bpe encode --tokenizer DIR INPUT... --format megatron|llmc --out PREFIX [--shard-tokens N]
+    (any encode: --append-separator ends the last document with the separator)
 
 An INPUT is a file, folder, glob or URL of .txt, .jsonl or .parquet files (see `sources`);
 `--text-field` names the JSON field or Parquet column, `--dask-scheduler ADDRESS` runs the work on
@@ -17,7 +19,7 @@ a Dask cluster.
     bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
     bpe dataset info DATASET
     bpe dataset verify DATASET
-    bpe dataset convert DIR --format megatron|llmc --out PREFIX [--shard-tokens N]
+    bpe dataset convert DIR --format megatron|llmc --out PREFIX [--shard-tokens N] [--append-separator]
 
 --tokenizer takes a folder, a tokenizer.json, a .tiktoken file (an open model's that we know, such
 as Qwen's, brings its pattern and special tokens), or a pretrained name (gpt2, r50k_base,

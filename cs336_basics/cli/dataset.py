@@ -26,7 +26,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "llmc: PREFIX_000000.bin ... (llm.c, modded-nanogpt)")
     p.add_argument("--out", required=True, metavar="PREFIX", help="where to write, without extension")
     p.add_argument("--shard-tokens", type=positive_int, default=10**8, metavar="N",
-                   help="llmc: tokens per shard (default 100,000,000, as llm.c)")
+                   help="llmc: at most N tokens per shard, balanced so none is small (default 100,000,000, as llm.c)")
+    p.add_argument("--append-separator", action="store_true",
+                   help="end the last document with the separator if it does not end with one, as Megatron-LM's "
+                        "--append-eod ends every document")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_dataset_convert)
 
@@ -78,13 +81,15 @@ def run_dataset_convert(args: argparse.Namespace, context: RunContext) -> None:
         context.watch(*(llmc.shard_path(out, k) for k in range(present + 1)))
     from tqdm import tqdm
 
+    from cs336_basics.datasets.loader import KIND_NAMES
+
     ds = _open_dataset(args.dataset)
     if ds.kind != "directory":
-        raise CommandError(f"{args.dataset}: a {ds.kind} dataset; convert reads a dataset directory "
+        raise CommandError(f"{args.dataset}: {KIND_NAMES[ds.kind]}; convert reads a dataset directory "
                            "(written by `bpe encode --out DIR/`)")
     with tqdm(total=len(ds), unit="tok", unit_scale=True, desc="converting", disable=args.quiet) as bar:
         done = convert_dataset(args.dataset, out, args.format, shard_tokens=args.shard_tokens,
-                               on_progress=lambda n: bar.update(n - bar.n))
+                               append_separator=args.append_separator, on_progress=lambda n: bar.update(n - bar.n))
     where = ", ".join(str(p) for p in done.paths[:2])
     if len(done.paths) > 2:
         where += f" ... ({len(done.paths)} files)"

@@ -22,8 +22,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{common.INPUTS_HELP}, encoded in order")
     common.add_corpus_options(p)
     p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
-    p.add_argument("--out", required=True, metavar="FILE.npy|DIR",
-                   help="the array to write, or (not ending in .npy) a dataset directory of shards, resumable")
+    p.add_argument("--out", required=True, metavar="FILE.npy|DIR|PREFIX",
+                   help="the array to write, or (not ending in .npy) a dataset directory of shards, resumable, "
+                        "or with --format the prefix of a trainer's files")
+    p.add_argument("--format", choices=["megatron", "llmc"],
+                   help="write a trainer's format at --out PREFIX, resumable: megatron: PREFIX.bin and PREFIX.idx "
+                        "(Megatron-LM, NeMo, GPT-NeoX); llmc: PREFIX_000000.bin ... (llm.c, modded-nanogpt)")
+    p.add_argument("--shard-tokens", type=positive_int, metavar="N",
+                   help="--format llmc: at most N tokens per shard, balanced (default 100,000,000, as llm.c)")
+    p.add_argument("--append-separator", action="store_true",
+                   help="end the last document with the separator, as Megatron-LM's --append-eod ends every "
+                        "document (by default it ends as the input does)")
     p.add_argument("--shard-size", type=_byte_size, metavar="SIZE",
                    help="dataset directory: about this many bytes of ids per shard (default 256M)")
     p.add_argument("--overwrite", action="store_true",
@@ -68,7 +77,14 @@ def _byte_size(text: str) -> int:
 
 def run_encode(args: argparse.Namespace, context: RunContext) -> None:
     tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
+    if args.shard_tokens is not None and args.format != "llmc":
+        raise CommandError("--shard-tokens is for --format llmc")
+    if args.append_separator and not tokenizer.special_tokens:
+        raise CommandError("--append-separator needs a special token to end the last document with "
+                           "(--special-token)")
     files = common.corpus_files(args.inputs)
+    if args.format:
+        return _encode_format(args, context, tokenizer, files)
     if not args.out.lower().endswith(".npy"):
         return _encode_dataset(args, context, tokenizer, files)
     if args.shard_size is not None or args.overwrite:
@@ -85,6 +101,7 @@ def run_encode(args: argparse.Namespace, context: RunContext) -> None:
         count = tokenizer.encode_file(
             [f.path for f in files], out, num_workers=workers, executor=executor, text_field=args.text_field,
             dtype=args.dtype, on_progress=lambda done: bar.update(done - bar.n), engine=engine,
+            append_separator=args.append_separator,
         )
     seconds = time.perf_counter() - started
     _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine)
@@ -129,6 +146,7 @@ def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: To
                 args.inputs, out, shard_size=args.shard_size, num_workers=workers, executor=executor,
                 text_field=args.text_field, dtype=args.dtype, overwrite=args.overwrite,
                 on_progress=lambda done: bar.update(done - bar.n), engine=engine,
+                append_separator=args.append_separator,
             )
         except KeyboardInterrupt:
             bar.close()
@@ -140,6 +158,59 @@ def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: To
     if written.reused_bytes:
         print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run "
               f"({written.reused_shards:,} of {written.shards:,} shards whole)")
+
+
+def _encode_format(args: argparse.Namespace, context: RunContext, tokenizer: Tokenizer, files: list) -> None:
+    """`bpe encode ... --format megatron|llmc --out PREFIX`: through a hidden dataset directory beside
+    the prefix, resumed if started (see `datasets.convert.write_format`)."""
+    from cs336_basics.datasets.convert import write_format
+    from cs336_basics.formats import llmc, megatron
+
+    if sources.is_url(args.out):
+        raise CommandError(f"--format {args.format} writes local files; --out {args.out} is a URL "
+                           "(write a dataset directory there instead)")
+    out = Path(args.out)
+    if out.is_dir() or args.out.endswith(("/", os.sep)) or out.suffix.lower() in (".npy", ".bin", ".idx"):
+        raise CommandError(f"--out {args.out}: give a prefix such as data/{args.format}/train, a folder and a "
+                           f"name without an ending (--format {args.format} adds the files' endings)")
+    common.writable_dir(out.parent)
+    outputs = list(megatron.paths(out)) if args.format == "megatron" else [llmc.shard_path(out, 0)]
+    common.refuse_outputs_among(outputs, files)
+    context.watch(*outputs)
+    total_bytes, workers, engine = _encode_settings(args, tokenizer, files)
+    started = time.perf_counter()
+    with common.executor(args) as executor, _progress(args, total_bytes) as bar:
+        def write_directory(folder: Path):
+            return tokenizer.encode_dataset(
+                args.inputs, folder, shard_size=args.shard_size, num_workers=workers, executor=executor,
+                text_field=args.text_field, dtype=args.dtype, overwrite=args.overwrite,
+                on_progress=lambda done: bar.update(done - bar.n), engine=engine)
+
+        converting_started = []
+
+        def converting(done: int, tokens: int) -> None:
+            if not converting_started:  # the same bar goes on, counting the tokens written
+                converting_started.append(True)
+                bar.reset(total=tokens)
+                bar.set_description(f"writing {args.format}")
+                bar.unit = "tok"
+            bar.update(done - bar.n)
+
+        try:
+            written, converted = write_format(write_directory, out, args.format,
+                                              shard_tokens=args.shard_tokens or llmc.DEFAULT_SHARD_TOKENS,
+                                              append_separator=args.append_separator, on_converting=converting)
+        except KeyboardInterrupt:
+            bar.close()
+            context.resumable = out
+            raise
+    seconds = time.perf_counter() - started
+    where = ", ".join(str(p) for p in converted.paths[:2]) + (
+        f" ... ({len(converted.paths):,} files)" if len(converted.paths) > 2 else "")
+    _encode_summary(args, files, f"wrote {where} ({converted.documents:,} documents)", converted.tokens, workers,
+                    written.input_bytes - written.reused_bytes, seconds, engine)
+    if written.reused_bytes:
+        print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run")
 
 
 # --- decode, inspect ---------------------------------------------------------------------------------

@@ -99,10 +99,12 @@ def write_dataset_from_documents(
     text_field: str = "text",
     on_progress: Callable[[int], None] | None = None,
     engine: "str | engines.Choice" = "python",
+    append_separator: bool = False,
 ) -> Written:
     """Encode `documents` (any iterable of str, or of mappings whose `text_field` holds one) into
     the dataset directory `directory`; see the module docstring for what is written and for
-    `resume`. `piece_size` is the characters per batch (default: as for files).
+    `resume`. `piece_size` is the characters per batch (default: as for files). With
+    `append_separator` the last document ends with the separator even when it does not end so.
 
     `num_workers` local processes (1: this process) or `executor` encode the batches, with
     `engine` (the ids are the same with each). `on_progress(utf8_bytes_done)` is called after each
@@ -131,6 +133,8 @@ def write_dataset_from_documents(
         "piece_size": piece_size,
         "inputs": [],
     }
+    if append_separator:
+        head["append_separator"] = True  # only then, so that earlier directories keep their head
     with target.opened(head, overwrite=overwrite, anew="pass overwrite=True to write it anew") as (
             previous, listed, lock_fd):
         if previous is not None and not resume:
@@ -216,12 +220,20 @@ def _run(tokenizer: TokenizerLike, documents, text_field, head, listed, target: 
     reused, reused_bytes = len(kept), done
     first_batch = kept[-1]["units"][1] if kept else 0
     sizes: dict[int, Batch] = {}  # the batches in flight, without their text
+    last: list[int] = []  # the last batch's index, once the stream has ended
 
     def tasks() -> Iterator[tuple[int, list[str]]]:
-        for i, batch in enumerate(rest or (), start=first_batch):
+        stream = iter(rest or ())
+        batch, i = next(stream, None), first_batch
+        while batch is not None:
+            # With append_separator, one batch is read ahead to know the last before it is encoded.
+            following = next(stream, None) if head.get("append_separator") else None
             sizes[i] = batch
+            if following is None and head.get("append_separator"):
+                last.append(i)
             texts, batch.documents = batch.documents, None
             yield i, texts
+            batch, i = following or next(stream, None), i + 1
 
     def encode_here(i: int, texts: list[str]) -> dict:
         return target.write_part(i, dtype, True, encode_documents(tokenizer, texts, dtype.str, engine))
@@ -237,7 +249,8 @@ def _run(tokenizer: TokenizerLike, documents, text_field, head, listed, target: 
             nonlocal digests, k, shard_first, size, read
             extra = {"text_sha256": _text_sha256(digests), "input_documents": read, "input_bytes": size,
                      "final": final}
-            shards.close(k, (shard_first, stop), extra)
+            shards.close(k, (shard_first, stop), extra, last=stop - 1 in last,
+                         append_separator=bool(head.get("append_separator")))
             digests, k, shard_first, size, read = [], k + 1, stop, 0, 0
 
         i = first_batch

@@ -57,6 +57,11 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+# Each kind of dataset (`TokenDataset.kind`) in words, for messages.
+KIND_NAMES = {"directory": "a dataset directory", "npy": "a .npy token array", "megatron": "a Megatron dataset",
+              "llmc": "an llm.c dataset"}
+
+
 class TokenDataset:
     """A token dataset opened for reading, memory-mapped.
 
@@ -161,7 +166,8 @@ class TokenDataset:
     def num_documents(self) -> int:
         """The number of documents; a ValueError for formats that record none."""
         if self._num_documents is None:
-            raise ValueError(f"{self.path}: a {self.kind} dataset records no document boundaries")
+            raise ValueError(f"{self.path}: {KIND_NAMES[self.kind]} records no document boundaries "
+                             "(see `has_documents`)")
         return self._num_documents
 
     def shard_ids(self, k: int) -> np.ndarray:

@@ -70,10 +70,12 @@ def assemble_shard(
     separator_id: int | None,
     before_next: dict,
     extra: dict | None = None,
+    separator_after: bool = False,
 ) -> dict:
     """In a worker: join the parts (unit index, separator before it?) into shard `index`, write its
     ids and document starts into place, then its record; return the record (a manifest entry,
-    with the keys of `extra` last).
+    with the keys of `extra` last). `separator_after`: a separator ends the shard (the corpus's
+    last, with `append_separator`).
 
     `starts_document` says whether the shard's first id starts a document (it is the corpus's
     first, or the id before it is the separator)."""
@@ -90,7 +92,7 @@ def assemble_shard(
             raise FileNotFoundError(2, "a part of the shard has gone (did another run remove it?)",
                                     store.path(part_names[i]))
         sizes.append(size // dtype.itemsize)
-    tokens = sum(sizes) + len(separator) * sum(before for _, before in parts)
+    tokens = sum(sizes) + len(separator) * (sum(before for _, before in parts) + separator_after)
     header = npy_header(dtype, tokens)
     starts: list[np.ndarray] = []
     position = 0
@@ -99,9 +101,10 @@ def assemble_shard(
     def chunks():
         nonlocal position, after_separator
         yield header
-        for i, separator_before in parts:
+        for i, separator_before in [*parts, (None, separator_after)]:
             pieces = [separator] if separator_before else []
-            pieces.append(np.frombuffer(store.read_bytes(part_names[i]), dtype=dtype))
+            if i is not None:
+                pieces.append(np.frombuffer(store.read_bytes(part_names[i]), dtype=dtype))
             for ids in pieces:
                 if not len(ids):
                     continue
@@ -172,11 +175,17 @@ class Shards:
         self.any_document = self.any_document or record["has_documents"]
         self.collect(wait=False)
 
-    def close(self, k: int, units: tuple[int, int], extra: dict | None = None) -> None:
-        """Have the parts added since the last close assembled into shard `k`, of `units`."""
+    def close(self, k: int, units: tuple[int, int], extra: dict | None = None, *, last: bool = False,
+              append_separator: bool = False) -> None:
+        """Have the parts added since the last close assembled into shard `k`, of `units`; the last
+        shard ends with a separator with `append_separator` unless the corpus ends with one."""
+        end = last and append_separator and self.separator_id is not None and self.last_id not in (
+            None, self.separator_id)
+        if end:
+            self.last_id = self.separator_id
         before_next = {"any_document": self.any_document, "last_id": self.last_id}
         future = self.assemble(self.directory.root, k, units, self.parts, self.starts_document, self.dtype.str,
-                               self.separator_id, before_next, extra)
+                               self.separator_id, before_next, extra, end)
         self.pending.append((k, units, future))
         self.parts = []
         self.collect(wait=False)

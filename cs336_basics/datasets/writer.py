@@ -178,9 +178,11 @@ def write_dataset(
     text_field: str = sources.DEFAULT_TEXT_FIELD,
     on_progress: Callable[[int], None] | None = None,
     engine: "str | engines.Choice" = "python",
+    append_separator: bool = False,
 ) -> Written:
     """Encode the corpus `inputs` into the dataset directory `directory` (see the module docstring
-    and `layout`), resuming what an earlier run of the same settings left there.
+    and `layout`), resuming what an earlier run of the same settings left there. With
+    `append_separator` the last document ends with the separator even when the corpus does not.
 
     `num_workers` local processes (1: this process) or `executor` do the work, with `engine`
     ("python", "tiktoken", "auto" or a `Choice` of `engines.choose`: the ids are the same).
@@ -200,6 +202,8 @@ def write_dataset(
                                text_field=text_field, pattern=tokenizer.pattern)
     shards = plan_shards(units, shard_size, out_dtype.itemsize)
     head = _head(tokenizer, files, units, out_dtype, shard_size, piece_size)
+    if append_separator:
+        head["append_separator"] = True  # only then, so that earlier directories keep their head
     with target.opened(head, overwrite=overwrite, anew="pass overwrite=True (--overwrite) to write it anew") as (
             _, listed, lock_fd):
         return _run(tokenizer, units, shards, head, listed, target, out_dtype, num_workers, executor,
@@ -249,7 +253,8 @@ def _run(tokenizer: TokenizerLike, units, shards, head, listed, target: DatasetD
                 done += units[i].size
                 if on_progress:
                     on_progress(done)
-            assembly.close(k, (first, stop))
+            assembly.close(k, (first, stop), last=k == len(shards) - 1,
+                           append_separator=bool(head.get("append_separator")))
 
     write_shards(target, head, entries, ((i, units[i]) for i in todo), feed, tokenizer=tokenizer,
                  encode_part=encode_file_part, encode_here=encode_here, dtype=dtype, num_workers=num_workers,

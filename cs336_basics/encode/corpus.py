@@ -26,9 +26,10 @@ def encode_files_to_array(
     dtype: str | None,
     on_progress: Callable[[int], None] | None,
     engine: "str | engines.Choice",
+    append_separator: bool = False,
 ) -> int:
     """Encode the resolved corpus `files`, in order, into one NumPy array file; return the number of
-    tokens.
+    tokens. With `append_separator` the last document ends with the separator (see `encode_files`).
 
     Its documents are joined with the first special token, so the ids equal `encode` of one `.txt`
     of them; a single `.txt` file encodes exactly as `encode` of its text. `num_workers` local
@@ -47,6 +48,7 @@ def encode_files_to_array(
     return encode_files(
         tokenizer, units, output_path, num_workers=num_workers, executor=executor, dtype=dtype,
         on_progress=on_progress, engine=engines.choose(tokenizer, engine, input_bytes=sum(f.size for f in files)),
+        append_separator=append_separator,
     )
 
 

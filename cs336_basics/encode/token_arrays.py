@@ -273,8 +273,10 @@ def encode_files(
     dtype: str | None = None,
     on_progress: Callable[[int], None] | None = None,
     engine: "str | engines.Choice" = "python",
+    append_separator: bool = False,
 ) -> int:
     """Encode the work units, in order, into one 1-D array at `output_path`; return the number of tokens.
+    With `append_separator` a separator ends the array unless it is empty or ends with one already.
 
     Documents are joined with the first special token, so the array equals `encode` of the
     documents joined by it. Units run in `num_workers` local processes or on `executor`; at most a
@@ -288,7 +290,8 @@ def encode_files(
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     output_path = Path(output_path)
     with staged.folders_for([output_path]):
-        return _encode_into(tokenizer, units, output_path, num_workers, executor, out_dtype, on_progress, engine)
+        return _encode_into(tokenizer, units, output_path, num_workers, executor, out_dtype, on_progress, engine,
+                            append_separator)
 
 
 @contextlib.contextmanager
@@ -320,13 +323,15 @@ def local_workers(tokenizer: TokenizerLike, num_workers: int, engine: "engines.C
         _worker_tokenizers.clear()
 
 
-def _encode_into(tokenizer: TokenizerLike, units, output_path: Path, num_workers, executor, out_dtype, on_progress, engine) -> int:
+def _encode_into(tokenizer: TokenizerLike, units, output_path: Path, num_workers, executor, out_dtype, on_progress, engine,
+                 append_separator: bool = False) -> int:
     separator = b""
     if tokenizer.special_tokens:
         separator = np.array(tokenizer.encode(tokenizer.special_tokens[0]), dtype=out_dtype).tobytes()
     count = 0
     done = 0
     wrote_a_document = False
+    last = b""  # the last id written, as bytes
     # The ids go after room for the header, which is written once their number is known.
     with staged.replacing(output_path) as out:
         with contextlib.ExitStack() as workers:
@@ -348,12 +353,17 @@ def _encode_into(tokenizer: TokenizerLike, units, output_path: Path, num_workers
                 if has_documents and unit.new_document and wrote_a_document:
                     out.write(separator)
                     count += len(separator) // out_dtype.itemsize
+                    last = separator
                 wrote_a_document = wrote_a_document or has_documents
                 out.write(data)
                 count += len(data) // out_dtype.itemsize
+                last = data[-len(separator):] if data and separator else last
                 done += consumed
                 if on_progress:
                     on_progress(done)
+        if append_separator and count and separator and last != separator:
+            out.write(separator)  # the last document ends with it, as every other does
+            count += len(separator) // out_dtype.itemsize
         out.seek(0)
         out.write(npy_header(out_dtype, count))
     return count

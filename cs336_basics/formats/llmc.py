@@ -7,6 +7,11 @@ shards named as llm.c names them, `PREFIX_000000.bin`, `PREFIX_000001.bin`..., e
 `shard_tokens` tokens (llm.c's own scripts use 10**8); the ids run on from one shard to the next, so
 a document may be cut between two. The format records no document boundaries: a trainer finds them
 at the separator token.
+
+llm.c's loader refuses (asserts on) a shard of fewer than B*T+1 tokens (batch size times sequence
+length, plus one), so a small last shard stops training. When the writer knows the total, it
+balances: the N = ceil(total / shard_tokens) shards hold total/N tokens each, give or take one, so
+none holds fewer than half of `shard_tokens` unless the whole corpus does (`balanced_shard_tokens`).
 """
 
 import os
@@ -32,6 +37,13 @@ def shard_path(prefix: str | os.PathLike, index: int) -> Path:
     return Path(f"{prefix}_{index:06d}.bin")
 
 
+def balanced_shard_tokens(total_tokens: int, shard_tokens: int) -> int:
+    """The tokens per shard (the last may hold fewer, by less than the number of shards) that cut
+    `total_tokens` into as few shards of at most `shard_tokens` as possible, all about equal."""
+    shards = max(-(-total_tokens // shard_tokens), 1)
+    return max(-(-total_tokens // shards), 1)
+
+
 def header(tokens: int) -> bytes:
     values = np.zeros(HEADER_INTS, dtype=HEADER_DTYPE)
     values[:3] = MAGIC, VERSION, tokens
@@ -39,7 +51,10 @@ def header(tokens: int) -> bytes:
 
 
 class LlmcWriter(StagedWriter):
-    """Write ids into llm.c shards of at most `shard_tokens` tokens each, streaming.
+    """Write ids into llm.c shards of at most `shard_tokens` tokens each, streaming. Given
+    `total_tokens` (the number of ids that will be added), the shards are balanced (see the module
+    docstring): 3,007,532 tokens at `shard_tokens=1_000_000` make four shards of about 751,883,
+    not three full ones and one of 7,532.
 
     >>> with LlmcWriter("out/train", shard_tokens=10**8) as w:
     ...     w.add(np.array([5, 6, 50256]))
@@ -50,10 +65,13 @@ class LlmcWriter(StagedWriter):
     65535 is refused (naming it) and leaves the files that were there before.
     """
 
-    def __init__(self, prefix: str | os.PathLike, *, shard_tokens: int = DEFAULT_SHARD_TOKENS) -> None:
+    def __init__(self, prefix: str | os.PathLike, *, shard_tokens: int = DEFAULT_SHARD_TOKENS,
+                 total_tokens: int | None = None) -> None:
         if not 1 <= shard_tokens <= MAX_SHARD_TOKENS:
             raise ValueError(f"shard_tokens must be between 1 and {MAX_SHARD_TOKENS}, got {shard_tokens}")
         self.prefix = str(prefix)
+        if total_tokens is not None:
+            shard_tokens = balanced_shard_tokens(total_tokens, shard_tokens)
         self.shard_tokens = shard_tokens
         self.paths: list[Path] = []
         self._staged = StagedFiles()

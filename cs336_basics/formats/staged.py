@@ -8,7 +8,9 @@ filesystem, where the rename is a copy and an object appears whole or not at all
 `StagedFiles`, renamed one after another with Ctrl-C and SIGTERM held back until the last rename
 (`deferred_signals`), so only SIGKILL or a crash between two renames can leave new files beside
 old ones (`gpt2.save_vocab_and_merges` makes that detectable). Missing folders are created for the
-write and removed again if it fails (`folders_for`).
+write and removed again if it fails (`folders_for`). The temporary files are ours, not the user's:
+an OSError raised while one is made, written, synced or renamed names the final path instead
+(`final_names`), so no message ever shows a temporary file's name.
 
 Holding signals back is done with Python-level handlers, not the thread's signal mask: the kernel
 hands a signal to any thread that does not block it, and the native threads that libraries start
@@ -28,12 +30,37 @@ from typing import BinaryIO, Self
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
+def _is_temp_for(name: object, path: Path) -> bool:
+    """Whether `name` is (or may be) a temporary file standing for `path`: `.NAME.XXXXXXXX.tmp` beside it."""
+    if not isinstance(name, (str, os.PathLike)):
+        return False
+    name = Path(name)
+    return name.parent == path.parent and name.name.startswith(f".{path.name}.") and name.name.endswith(".tmp")
+
+
+@contextlib.contextmanager
+def final_names(path: str | os.PathLike) -> Iterator[None]:
+    """Re-raise an OSError of the block that names a temporary file of `path` (or no file at all)
+    as the same error naming `path`: `[Errno 28] No space left on device: 'out/train.bin'`, never
+    `.../.train.bin.lq7nkkyv.tmp`."""
+    path = Path(path)
+    try:
+        yield
+    except OSError as e:
+        names = (e.filename, e.filename2)
+        if e.errno is None or not (any(_is_temp_for(n, path) for n in names) or names == (None, None)):
+            raise
+        raise type(e)(e.errno, e.strerror, str(path)).with_traceback(e.__traceback__) from None
+
+
 def temp_file_beside(path: Path) -> tuple[int, str]:
     """Create a hidden temporary file in `path`'s folder, with the permissions a new file would get.
 
     Returns (file descriptor, temporary path). Renaming it onto `path` replaces `path` atomically.
+    An OSError (a missing or read-only folder) names `path`, not the temporary file.
     """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with final_names(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
     if hasattr(os, "fchmod"):
@@ -55,10 +82,12 @@ def replacing(path: str | os.PathLike, *, fsync: bool = True) -> Iterator[Binary
     try:
         with _open_temp(fd) as f:
             yield f
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+            with final_names(path):
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+        with final_names(path):
+            os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -73,6 +102,10 @@ def replacing_remote(fs, path: str) -> Iterator[BinaryIO]:
         with fs.open(tmp, "wb") as f:
             yield f
         fs.mv(tmp, path)
+    except OSError as e:
+        if tmp not in str(e):
+            raise
+        raise OSError(e.errno, str(e.strerror or e).replace(tmp, path)).with_traceback(e.__traceback__) from None
     finally:
         if fs.exists(tmp):
             fs.rm(tmp)
@@ -141,13 +174,15 @@ class StagedFiles:
 
     def commit(self) -> None:
         try:
-            for f, _, _ in self._files:
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
+            for f, _, path in self._files:
+                with final_names(path):
+                    f.flush()
+                    os.fsync(f.fileno())
+                    f.close()
             with deferred_signals():
                 for _, tmp, path in self._files:
-                    os.replace(tmp, path)
+                    with final_names(path):
+                        os.replace(tmp, path)
         finally:
             self.abort()
 
