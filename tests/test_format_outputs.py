@@ -212,6 +212,7 @@ def test_append_separator_is_refused_without_a_special_token_and_a_change_is_nam
     capsys.readouterr()
     assert encode(setup, "--out", str(setup / "d")) == 0
     assert encode(setup, "--append-separator", "--out", str(setup / "d")) == 1
-    assert "other settings" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "other settings" in err and "without --append-separator, now with --append-separator" in err
     assert encode(setup, "--append-separator", "--out", str(setup / "d"), "--overwrite") == 0
     assert ids_of(setup / "d")[-1] == 261  # the separator (the corpus ends with "and")

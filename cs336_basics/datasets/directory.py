@@ -72,6 +72,10 @@ def what_changed(old: dict, new: dict) -> str:
     for key, what in (("dtype", "the dtype"), ("shard_size", "the shard size"), ("piece_size", "the piece size")):
         if old.get(key) != new[key] and not (key == "piece_size" and old.get("shard_size") != new["shard_size"]):
             changes.append(f"{what} changed ({old.get(key)}, now {new[key]})")
+    if bool(old.get("append_separator")) != bool(new.get("append_separator")):
+        said = {True: "with --append-separator", False: "without --append-separator"}
+        changes.append(f"it was written {said[bool(old.get('append_separator'))]}, now "
+                       f"{said[bool(new.get('append_separator'))]}")
     recut = old.get("shard_size") == new["shard_size"] and old.get("piece_size") == new["piece_size"]
     old_inputs = {i.get("path"): i for i in old.get("inputs") or [] if isinstance(i, dict)}
     new_inputs = {i["path"]: i for i in new["inputs"]}
