@@ -41,7 +41,7 @@ def train_bpe(
     vocab_size: int,
     special_tokens: list[str],
     *,
-    pattern: str = "gpt2",
+    pattern: str | None = None,
     num_workers: int | None = None,
     piece_size: int | None = None,
     executor: "concurrent.futures.Executor | None" = None,
@@ -49,6 +49,8 @@ def train_bpe(
     progress: bool = False,
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
+    start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
+    superword_from: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -74,11 +76,29 @@ def train_bpe(
     the encoded corpus, see `merge_log.token_occurrences`) and `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
+
+    Training from what exists (README: "Extending a tokenizer", "SuperBPE"): `start_from` (a
+    `Tokenizer`, a folder, a tokenizer.json, a .tiktoken file or a pretrained name) keeps every id,
+    merge and special token of that tokenizer, forces its merges first and adds the merges learned
+    here, with the next free ids, until `vocab_size`; its pattern is the default (another is
+    refused). `superword_from` (SuperBPE's transition, a vocabulary size) trains to that size as
+    usual, then counts the corpus again with the "superbpe" pattern, which does not cut at spaces,
+    forces the merges so far and goes on: the tokenizer is then used with pattern "superbpe".
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
+        start_from=_definition(start_from), superword_from=superword_from,
     )
+
+
+def _definition(tokenizer: "str | os.PathLike | Tokenizer | TokenizerDefinition | None") -> "TokenizerDefinition | None":
+    """What `start_from` names, as a definition (loaded as `Tokenizer.from_pretrained` loads)."""
+    if tokenizer is None or isinstance(tokenizer, TokenizerDefinition):
+        return tokenizer
+    if not isinstance(tokenizer, Tokenizer):
+        tokenizer = Tokenizer.from_pretrained(tokenizer)
+    return TokenizerDefinition(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
 
 
 def train_bpe_from_iterator(
