@@ -71,6 +71,7 @@ def train_merges(
     on_merge: Callable[[int], None] | None = None,
     merge_log: list[tuple[int, int]] | None = None,
     forced: list[tuple[bytes, bytes]] = (),
+    known: set[bytes] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to `num_merges` merges from pre-token counts; fewer when no pair is left.
 
@@ -78,6 +79,9 @@ def train_merges(
     a chosen merge would be (every occurrence, left to right), counted or not, and the rule chooses
     only after the last of them. A forced merge names tokens by their bytes; each must be a byte or
     a token an earlier merge made, else ValueError. `num_merges` counts the forced merges too.
+    With a set of `known` tokens (the vocabulary being extended; it is added to), a chosen merge
+    that makes one of them, or a token an earlier chosen merge made, does not count: the vocabulary
+    grows by `num_merges - len(forced)` tokens.
 
     Token ids are 0..255 for single bytes and 256 + k for the k-th merge. With `num_shards` > 1 the
     words are split among that many processes (this one included); the merges are the same.
@@ -107,7 +111,7 @@ def train_merges(
         pair_counts = local.count_pairs()
         for remote in remotes:
             _add(pair_counts, remote.receive())
-        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced)
+        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, known)
     finally:
         for remote in remotes:
             remote.close()
@@ -123,8 +127,9 @@ def _merge_loop(
     on_merge: Callable[[int], None] | None,
     merge_log: list[tuple[int, int]] | None,
     forced: list[tuple[bytes, bytes]],
+    known: set[bytes] | None,
 ) -> list[tuple[bytes, bytes]]:
-    """Choose and make the merges, the `forced` ones first. With remote shards, the next pair is
+    """Choose and make the merges, the `forced` ones first (see `train_merges` for `known`). With remote shards, the next pair is
     usually chosen before their changes for the last merge are in (see `_Unheard`), so that they
     merge it while this process merges its own words, rather than each waiting for the other."""
     token_bytes = [bytes([i]) for i in range(256)]
@@ -169,6 +174,11 @@ def _merge_loop(
         new = chr(len(token_bytes))
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])
+        if known is not None:
+            if token_bytes[-1] not in known:
+                known.add(token_bytes[-1])
+            elif len(merges) > len(forced):
+                num_merges += 1  # no new token: one more merge
         token_key.append(_reversed_order_key(token_bytes[-1]))
 
         for remote in remotes:

@@ -87,6 +87,8 @@ def train_on_files(
         _, forced = train_from_counts([count(pattern)], superword_from, special_tokens, workers, started, size,
                                       progress, stage1, None, base=start_from)
         pattern = patterns.SUPERBPE
+        if start_from is None:  # stage 2 may make a token twice: vocabulary and merges as an extension's
+            start_from = TokenizerDefinition({i: bytes([i]) for i in range(256)}, [], [], pattern)
         started = time.perf_counter()
     else:
         forced = None
@@ -138,8 +140,8 @@ def train_from_counts(
     if forced is None:
         forced = base.merges if base is not None else []
     num_merges = vocab_size - 256 - len(special_tokens)
-    if base is not None:  # the base's merges, and as many new ones as the vocabulary has room for
-        num_merges = len(base.merges) + vocab_size - len(base.vocab) - len(new_special_tokens(base, special_tokens))
+    if base is not None:  # the forced merges, and as many new ones as the vocabulary has room for
+        num_merges = len(forced) + vocab_size - len(extended_vocab(base, forced, special_tokens))
     steps: list[tuple[int, int]] | None = [] if merge_log is not None else None
     # train_merges is given the only reference to the counts, so it can free them once it has
     # copied them into its own form, before the loop grows.
@@ -153,6 +155,7 @@ def train_from_counts(
             on_merge=(lambda k: bar.update(1)) if bar else None,
             merge_log=steps,
             forced=forced,
+            known=None if base is None else set(base.vocab.values()) | {t.encode("utf-8") for t in special_tokens},
         )
     if merge_log is not None:
         tokens = corpus_bytes
@@ -211,7 +214,8 @@ def extended_vocab(base: TokenizerDefinition, merges: list[tuple[bytes, bytes]],
     """The vocabulary of `base` extended by `merges` (its own merges first): every id of `base` is
     kept; each new merge's token takes the next id above all of them, then the special tokens that
     `base` lacks. A new merge whose token is already in the vocabulary (a token `base` holds beyond
-    its merges, or one made twice) keeps that token's id and adds none."""
+    its merges, or one made twice) keeps that token's id and adds none (the merge loop then makes
+    one more merge, see `merge.train_merges`'s `known`)."""
     vocab = dict(base.vocab)
     ids = {token: i for i, token in vocab.items()}
     next_id = max(vocab, default=-1) + 1
