@@ -36,6 +36,7 @@ from itertools import groupby
 from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
+from cs336_basics.train.forced import forced_pairs
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -75,13 +76,10 @@ def train_merges(
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to `num_merges` merges from pre-token counts; fewer when no pair is left.
 
-    The first merges are `forced` (extending a tokenizer, SuperBPE's second stage): each is made as
-    a chosen merge would be (every occurrence, left to right), counted or not, and the rule chooses
-    only after the last of them. A forced merge names tokens by their bytes; each must be a byte or
-    a token an earlier merge made, else ValueError. `num_merges` counts the forced merges too.
-    With a set of `known` tokens (the vocabulary being extended; it is added to), a chosen merge
-    that makes one of them, or a token an earlier chosen merge made, does not count: the vocabulary
-    grows by `num_merges - len(forced)` tokens.
+    The first merges are `forced` (see `forced`), each made as a chosen one is, counted or not;
+    the rule chooses after the last of them. `num_merges` counts them too.
+    With a set of `known` tokens (the vocabulary being extended; added to), a chosen merge making
+    one of them, or a token an earlier merge made, does not count towards `num_merges`.
 
     Token ids are 0..255 for single bytes and 256 + k for the k-th merge. With `num_shards` > 1 the
     words are split among that many processes (this one included); the merges are the same.
@@ -91,7 +89,7 @@ def train_merges(
     but merges it once.
     """
     num_shards = max(1, min(num_shards, len(word_counts))) if os.name == "posix" else 1
-    forced = _checked_forced(forced)
+    forced = forced_pairs(forced, _SHIFT)  # checked before any work
     allocator.return_large_blocks_at_once()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
@@ -126,14 +124,14 @@ def _merge_loop(
     num_merges: int,
     on_merge: Callable[[int], None] | None,
     merge_log: list[tuple[int, int]] | None,
-    forced: list[tuple[bytes, bytes]],
+    forced: list[int],
     known: set[bytes] | None,
 ) -> list[tuple[bytes, bytes]]:
-    """Choose and make the merges, the `forced` ones first (see `train_merges` for `known`). With remote shards, the next pair is
-    usually chosen before their changes for the last merge are in (see `_Unheard`), so that they
-    merge it while this process merges its own words, rather than each waiting for the other."""
+    """Choose and make the merges, the `forced` pairs first (for `known`, see `train_merges`). With
+    remote shards, the next pair is usually chosen before their changes for the last merge are in
+    (see `_Unheard`), so that they merge it while this process merges its own words, rather than
+    each waiting for the other."""
     token_bytes = [bytes([i]) for i in range(256)]
-    token_id = {token: i for i, token in enumerate(token_bytes)}  # kept for forced merges only
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = _PairQueue(pair_counts, token_key)
     merges: list[tuple[bytes, bytes]] = []
@@ -157,8 +155,7 @@ def _merge_loop(
             if unheard is not None:  # a forced merge's count is logged: every change must be in
                 hear(unheard)
                 unheard = None
-            best = _forced_pair(forced, len(merges), token_id, queue)
-            token_id.setdefault(forced[len(merges)][0] + forced[len(merges)][1], len(token_bytes))
+            best = forced[len(merges)], queue.counts.pop(forced[len(merges)], 0)
         else:
             best = queue.pop_best()
         if unheard is not None and (best is None or not unheard.cannot_change(*best)):
@@ -174,11 +171,9 @@ def _merge_loop(
         new = chr(len(token_bytes))
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])
-        if known is not None:
-            if token_bytes[-1] not in known:
-                known.add(token_bytes[-1])
-            elif len(merges) > len(forced):
-                num_merges += 1  # no new token: one more merge
+        if known is not None:  # a chosen merge making no new token does not count: one more
+            num_merges += token_bytes[-1] in known and len(merges) > len(forced)
+            known.add(token_bytes[-1])
         token_key.append(_reversed_order_key(token_bytes[-1]))
 
         for remote in remotes:
@@ -292,30 +287,6 @@ class _PairQueue:
                 del counts[pair]  # every occurrence is merged
                 return pair, current
             self.file([pair])  # stale: the count fell since this entry was filed
-
-
-def _checked_forced(forced) -> list[tuple[bytes, bytes]]:
-    """The forced merges as a list of pairs of non-empty bytes; ValueError naming the first that is not."""
-    checked = []
-    for n, merge in enumerate(forced, start=1):
-        if not (isinstance(merge, tuple) and len(merge) == 2 and all(type(t) is bytes and t for t in merge)):
-            raise ValueError(f"forced merge {n} is {merge!r}; each must be a pair of non-empty bytes")
-        checked.append(merge)
-    return checked
-
-
-def _forced_pair(forced: list[tuple[bytes, bytes]], k: int, token_id: dict[bytes, int], queue: "_PairQueue") -> tuple[int, int]:
-    """Forced merge `k` as (pair, its count now), taken out of the queue's counts. A token made
-    twice (two merges giving the same bytes) is named by the first merge that made it."""
-    left, right = forced[k]
-    if left not in token_id or right not in token_id:
-        missing = left if left not in token_id else right
-        raise ValueError(
-            f"merge {k + 1} ({left!r}, {right!r}) uses the token {missing!r}, which no earlier merge makes; "
-            "merges must come in rank order, each made of bytes and earlier merges' tokens"
-        )
-    pair = token_id[left] << _SHIFT | token_id[right]
-    return pair, queue.counts.pop(pair, 0)
 
 
 def _add(total: dict[int, int], counts: dict[int, int]) -> None:

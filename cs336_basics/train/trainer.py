@@ -12,13 +12,23 @@ import contextlib
 import os
 import time
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from cs336_basics.corpora import executors, sources
-from cs336_basics.formats.definition import TokenizerDefinition
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import validate_special_tokens
 from cs336_basics.train import counting
 from cs336_basics.train.merge import train_merges
+
+
+class TokenizerDefinition(NamedTuple):
+    """What training reads of a tokenizer it starts from: `formats.definition.TokenizerDefinition`'s
+    first four fields (which `bpe.train_bpe` passes; this package does not import `formats`)."""
+
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+    pattern: str
 
 # Below these sizes one process is faster than starting workers.
 PARALLEL_MIN_BYTES = 4 << 20
