@@ -4,7 +4,7 @@ Run it with:
 
     uv run --group bench python benchmarks/bench_train.py CORPUS [--vocab-size 10000] [--special-token "<|endoftext|>"]
         [--runs 3] [--workers N] [--only ours,hf,rustbpe,rustbpe-stream,ours-iter] [--phases] [--check-merges]
-        [--pattern NAME]
+        [--pattern NAME] [--superword-share 0.8]
 
     e.g. uv run --group bench python benchmarks/bench_train.py /tmp/bench/corpus32.txt --runs 3 --phases
 
@@ -57,10 +57,10 @@ import time
 import psutil
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-TRAINERS = ["ours", "hf", "rustbpe", "rustbpe-stream", "ours-iter"]
+TRAINERS = ["ours", "hf", "rustbpe", "rustbpe-stream", "ours-iter", "ours-superbpe"]
 DEFAULT_TRAINERS = ["ours", "hf", "rustbpe"]
 MODULES = {"ours": "cs336_basics.bpe", "hf": "tokenizers", "rustbpe": "rustbpe", "rustbpe-stream": "rustbpe",
-           "ours-iter": "cs336_basics.bpe"}
+           "ours-iter": "cs336_basics.bpe", "ours-superbpe": "cs336_basics.bpe"}
 POLL_SECONDS = 0.05
 MIB = 1 << 20
 
@@ -89,6 +89,17 @@ def train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: i
 
     (_, merges), times = timed(lambda: train_bpe(path, vocab_size, special_tokens, num_workers=workers, pattern=pattern))
     return {**times, "merges": len(merges)}
+
+
+def train_ours_superbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
+    """Our train_bpe with SuperBPE's two stages, the transition at --superword-share of the vocabulary
+    (passed in the environment, as the children take the common arguments only)."""
+    from cs336_basics.bpe import train_bpe
+
+    transition = int(vocab_size * float(os.environ.get("BENCH_SUPERWORD_SHARE", "0.8")))
+    (_, merges), times = timed(lambda: train_bpe(path, vocab_size, special_tokens, num_workers=workers,
+                                                 superword_from=transition))
+    return {**times, "merges": len(merges), "transition": transition}
 
 
 def train_ours_from_iterator(path: str, vocab_size: int, special_tokens: list[str], workers: int | None,
@@ -199,7 +210,7 @@ def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: 
 
 
 CHILD_FUNCTIONS = {"ours": train_ours, "hf": train_hf, "rustbpe": train_rustbpe, "rustbpe-stream": train_rustbpe_streamed,
-                   "ours-iter": train_ours_from_iterator, "phases": ours_phases}
+                   "ours-iter": train_ours_from_iterator, "phases": ours_phases, "ours-superbpe": train_ours_superbpe}
 
 
 def run_child(name: str, args: argparse.Namespace) -> None:
@@ -235,6 +246,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
     for token in args.special_tokens:
         command += ["--special-token", token]
     env = dict(os.environ)
+    env["BENCH_SUPERWORD_SHARE"] = str(args.superword_share)
     if args.workers is not None:
         command += ["--workers", str(args.workers)]
         env["RAYON_NUM_THREADS"] = str(args.workers)
@@ -331,6 +343,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--phases", action="store_true", help="also time our phases in one extra run")
     parser.add_argument("--check-merges", action="store_true", help="check ours gives the same merges with 1 and 2 workers")
     parser.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2, cl100k, o200k, none or a regex")
+    parser.add_argument("--superword-share", type=float, default=0.8,
+                        help="ours-superbpe (asked for with --only): the SuperBPE transition as a share of the vocabulary")
     parser.add_argument("--child", choices=sorted(CHILD_FUNCTIONS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.special_tokens is None:

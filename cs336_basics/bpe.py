@@ -9,17 +9,18 @@ The steps live in packages by job, each with a docstring naming the module to op
 (patterns, pipelines and added tokens, pre-tokenization, surrogates), `corpora` (reading corpora
 into work units and running them on processes or any executor), `formats` (tokenizer files in and
 out), `train` (counting, the merge loop, and `trainer`, which runs them), `encode` (BPE on a
-pre-token, its cache, one text, streams, and corpora to token arrays) and `datasets` (token dataset
-directories: writing, resuming, loading). Nothing in them imports this module, the command line or
-the report. This module states the contracts and delegates.
+pre-token, its cache, one text, streams, corpora to token arrays), `datasets` (token dataset
+directories) and `counts` (count tables). None imports this module, which states the contracts.
 """
 
 import concurrent.futures
 import os
+import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import sources
+from cs336_basics.counts import table
 from cs336_basics.encode import engines, streaming
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.encode.text_encoder import TextEncoder, whole_tokens
@@ -41,7 +42,7 @@ def train_bpe(
     vocab_size: int,
     special_tokens: list[str],
     *,
-    pattern: str = "gpt2",
+    pattern: str | None = None,
     num_workers: int | None = None,
     piece_size: int | None = None,
     executor: "concurrent.futures.Executor | None" = None,
@@ -49,6 +50,8 @@ def train_bpe(
     progress: bool = False,
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
+    start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
+    superword_from: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -74,23 +77,34 @@ def train_bpe(
     the encoded corpus, see `merge_log.token_occurrences`) and `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
+
+    Training from what exists (README: "Extending a tokenizer", "SuperBPE"): `start_from` (a
+    `Tokenizer`, a folder, a tokenizer.json, a .tiktoken file or a pretrained name) keeps every id,
+    merge and special token of that tokenizer, forces its merges first and adds the merges learned
+    here, with the next free ids, until `vocab_size`; its pattern is the default (another is
+    refused). `superword_from` (SuperBPE's transition, a vocabulary size) trains to that size as
+    usual, then counts the corpus again with the "superbpe" pattern, which does not cut at spaces,
+    forces the merges so far and goes on: the tokenizer is then used with pattern "superbpe".
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
+        start_from=_definition(start_from), superword_from=superword_from,
     )
 
 
+def _definition(tokenizer: "str | os.PathLike | Tokenizer | TokenizerDefinition | None") -> "TokenizerDefinition | None":
+    """What `start_from` names, as a definition (loaded as `Tokenizer.from_pretrained` loads)."""
+    if tokenizer is None or isinstance(tokenizer, TokenizerDefinition):
+        return tokenizer
+    if not isinstance(tokenizer, Tokenizer):
+        tokenizer = Tokenizer.from_pretrained(tokenizer)
+    return TokenizerDefinition(tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
+
+
 def train_bpe_from_iterator(
-    documents: Iterable,
-    vocab_size: int,
-    special_tokens: list[str],
-    *,
-    pattern: str = "gpt2",
-    num_workers: int | None = None,
-    text_field: str = "text",
-    progress: bool = False,
-    stats: dict | None = None,
+    documents: Iterable, vocab_size: int, special_tokens: list[str], *, pattern: str = "gpt2",
+    num_workers: int | None = None, text_field: str = "text", progress: bool = False, stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`train_bpe` on documents from any iterable: a list, a generator, a `datasets` dataset.
@@ -113,25 +127,26 @@ def train_bpe_from_counts(
     counts: "str | os.PathLike | dict[bytes, int]", vocab_size: int, special_tokens: list[str] | None = None, *,
     pattern: str | None = None, num_workers: int | None = None, progress: bool = False, stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
+    start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`train_bpe` from pre-token counts made before (no pass over the text): exactly the merges
     `train_bpe` gives on the text they were counted from. `counts`: a count table folder (`bpe
     count`, see `counts.table`), a `pre-token<TAB>count` text file, or a dict of pre-token bytes to
     counts. `special_tokens` and `pattern` default to the table's and must equal them when given (a
-    file or dict has none: no special tokens, "gpt2"). Other options as `train_bpe`'s."""
-    import time
-
-    from cs336_basics.counts import table
+    file or dict has none: no special tokens, "gpt2"). `start_from` extends a tokenizer as
+    `train_bpe`'s does: the counts must be of its pattern and cut at its special tokens (among
+    theirs). Other options as `train_bpe`'s."""
 
     started = time.perf_counter()
+    base = _definition(start_from)
     read = table.read_counts(counts)
     special_tokens, pattern = table.agreed(read, counts if isinstance(counts, (str, os.PathLike)) else "the counts",
-                                           special_tokens, pattern)
+                                           special_tokens, pattern if base is None or pattern else base.pattern)
     handed_over, input_bytes = [read.word_counts], read.input_bytes  # the only reference: see train_bpe
     del read
     return trainer.train_on_counts(handed_over, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers,
                                    progress=progress, stats=stats, merge_log=merge_log, input_bytes=input_bytes,
-                                   started=started)
+                                   started=started, start_from=base)
 
 
 class Tokenizer:
@@ -227,7 +242,6 @@ class Tokenizer:
         vocab, merges, special_tokens, pattern, added_tokens, post_processor = definition
         return cls(vocab, merges, special_tokens, pattern=pattern, cache_size=cache_size, added_tokens=added_tokens,
                    post_processor=post_processor)
-
 
     def save_pretrained(self, directory: "str | os.PathLike") -> None:
         """Write `vocab.json`, `merges.txt` and `tokenizer.json` into `directory`, atomically (see

@@ -102,6 +102,76 @@ def reference_train_from_counts(
     return merges, log
 
 
+def reference_words(text: str, special_tokens: list[str], pretokens=reference_pretokens) -> Counter:
+    """The pre-tokens of `text` as tuples of single bytes, with their counts; `pretokens(document)`
+    cuts one document (GPT-2's pattern by default)."""
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for document in split_documents(text, special_tokens):
+        for pretoken in pretokens(document):
+            words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
+    return words
+
+
+def reference_forced_merges(
+    words: Counter, num_merges: int, forced: list[tuple[bytes, bytes]] = ()
+) -> list[tuple[bytes, bytes]]:
+    """SPEC's "Training from what exists": the first merges are `forced` (made as a chosen merge is,
+    counted or not), then the usual rule chooses, recounting every pair at every step."""
+    merges: list[tuple[bytes, bytes]] = []
+    while len(merges) < num_merges:
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += n
+        if len(merges) < len(forced):
+            best = forced[len(merges)]
+        elif not pairs:
+            break
+        else:
+            best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        merges.append(best)
+        words = Counter({merge_word(word, best): n for word, n in words.items()})
+    return merges
+
+
+def reference_superbpe_pretokens(document: str) -> list[str]:
+    """SuperBPE's stage-2 pieces, from their definition and without a regex: each run of numeric
+    characters (Unicode category N*) is cut before every position from which a run of decimal
+    digits (Nd) of a length divisible by three reaches a character that is not one; the rest of the
+    text, spaces included, is cut only where such runs begin and end."""
+    import unicodedata
+
+    numeric = [unicodedata.category(c).startswith("N") for c in document]
+    digit = [unicodedata.category(c) == "Nd" for c in document]
+    pieces: list[str] = []
+    start = 0
+    for i in range(1, len(document) + 1):
+        if i == len(document) or numeric[i] != numeric[i - 1]:
+            cut = True
+        elif numeric[i]:
+            run = 0
+            while i + run < len(document) and digit[i + run]:
+                run += 1
+            cut = run > 0 and run % 3 == 0
+        else:
+            cut = False
+        if cut:
+            pieces.append(document[start:i])
+            start = i
+    return pieces
+
+
+def reference_superbpe(
+    text: str, vocab_size: int, special_tokens: list[str], transition: int, pretokens=reference_pretokens
+) -> list[tuple[bytes, bytes]]:
+    """SuperBPE's merges: stage 1 trains to vocabulary size `transition` with `pretokens`; stage 2
+    cuts the text again into `reference_superbpe_pretokens`, forces the stage-1 merges and goes on."""
+    extra = 256 + len(special_tokens)
+    stage1 = reference_forced_merges(reference_words(text, special_tokens, pretokens), transition - extra)
+    words = reference_words(text, special_tokens, reference_superbpe_pretokens)
+    return reference_forced_merges(words, vocab_size - extra, stage1)
+
+
 def reference_encode(
     text: str,
     vocab: dict[int, bytes],

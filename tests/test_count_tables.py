@@ -233,3 +233,49 @@ def test_a_killed_count_resumes_to_a_byte_identical_table(tmp_path, corpus):
 def test_a_count_stopped_at_every_write_resumes_to_a_byte_identical_table(tmp_path, corpus, sig):
     seen = _resumes_to_the_same_table(tmp_path, corpus, range(1, 40), sig)
     assert len(seen) > 10, seen
+
+
+# --- extending a tokenizer from counts ---------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts, other=texts, small=st.integers(258, 290), more=st.integers(0, 30),
+       extra=st.sampled_from([[], ["<s>"]]))
+def test_extending_from_counts_equals_extending_on_the_text(text, other, small, more, extra):
+    """`start_from` with counts gives what it gives on the text the counts were made from, the text
+    cut at the extended tokenizer's special tokens and the new ones (the table's)."""
+    from cs336_basics.bpe import Tokenizer
+
+    with tempfile.TemporaryDirectory() as d:
+        base_corpus, corpus = Path(d, "base.txt"), Path(d, "c.txt")
+        base_corpus.write_bytes(other.encode("utf-8"))
+        corpus.write_bytes(text.encode("utf-8"))
+        base = Tokenizer(*train_bpe(base_corpus, small, [SPECIAL], num_workers=1), [SPECIAL])
+        size = len(base.vocab) + len(extra) + more
+        expected = train_bpe(corpus, size, extra, num_workers=1, start_from=base)
+        folder = _count([corpus], Path(d, "t"), [SPECIAL, *extra])
+        assert train_bpe_from_counts(folder, size, start_from=base) == expected
+        assert train_bpe_from_counts(folder, size, [SPECIAL, *extra], start_from=base) == expected
+
+
+def test_start_from_with_counts_on_the_command_line_and_what_it_refuses(tmp_path, corpus, capsys):
+    base, counts, no_special = tmp_path / "base", tmp_path / "counts", tmp_path / "counts-plain"
+    assert bpe_main(["train", str(corpus), "--vocab-size", "300", "--out", str(base), "--quiet"]) == 0
+    assert bpe_main(["count", str(corpus), "--out", str(counts), "--quiet"]) == 0
+    assert bpe_main(["train", "--counts", str(counts), "--start-from", str(base), "--vocab-size", "350",
+                     "--out", str(tmp_path / "ext"), "--quiet"]) == 0
+    assert bpe_main(["train", str(corpus), "--start-from", str(base), "--vocab-size", "350",
+                     "--out", str(tmp_path / "ext-text"), "--quiet"]) == 0
+    for name in ("vocab.json", "merges.txt"):
+        assert (tmp_path / "ext" / name).read_bytes() == (tmp_path / "ext-text" / name).read_bytes()
+    capsys.readouterr()
+    assert bpe_main(["count", str(corpus), "--out", str(no_special), "--special-token", "<s>", "--quiet"]) == 0
+    assert bpe_main(["train", "--counts", str(no_special), "--start-from", str(base), "--vocab-size", "350",
+                     "--out", str(tmp_path / "no"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not cut at the special tokens ['<|endoftext|>']" in err[0]
+    assert bpe_main(["train", "--counts", str(counts), "--superword-from", "300", "--vocab-size", "350",
+                     "--out", str(tmp_path / "no"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--superword-from" in err[0]
+    assert not (tmp_path / "no").exists()

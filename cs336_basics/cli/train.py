@@ -30,6 +30,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--min-count", type=positive_int, metavar="N",
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
                         "of all tokens, or 10 if that is more)")
+    p.add_argument("--start-from", metavar="TOKENIZER",
+                   help="extend this tokenizer (a folder, tokenizer.json, .tiktoken file or pretrained name): keep its "
+                        "ids, merges and special tokens and add merges learned on INPUT up to --vocab-size")
+    p.add_argument("--superword-from", type=positive_int, metavar="T",
+                   help="SuperBPE: learn subwords up to vocabulary size T, then tokens that may span words")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--counts", metavar="COUNTS", help="train from a count table (bpe count) or a pre-token<TAB>count "
                    "file instead of INPUT: its pattern and special tokens are the defaults")
@@ -44,10 +49,17 @@ def bundled_corpus() -> Path:
 def run_train(args: argparse.Namespace, context: RunContext) -> None:
     if args.counts and args.inputs:
         raise common.CommandError("bpe train takes INPUT... or --counts COUNTS, not both")
+    if args.counts and args.superword_from is not None:
+        raise common.CommandError("--superword-from counts the corpus again with SuperBPE's pattern: give the "
+                                  "corpus (INPUT...), not --counts")
     inputs = [args.counts] if args.counts else args.inputs or [str(bundled_corpus())]
     files = [] if args.counts else common.corpus_files(inputs)
     counted = counted_with(args.counts) if args.counts else (None, None)  # a table's special tokens and pattern
-    specials = args.special_token if args.special_token is not None else counted[0] if counted[0] is not None else [DEFAULT_SPECIAL]
+    start = common.load_tokenizer(args.start_from, args.special_token, args.pattern) if args.start_from else None
+    given = args.special_token if args.special_token is not None else counted[0]
+    specials = given if given is not None else [DEFAULT_SPECIAL]
+    if start is not None:  # its own special tokens, then any new ones
+        specials = [*start.special_tokens, *(t for t in specials if t not in start.special_tokens)]
     out = common.writable_dir(Path(args.out))
     outputs = [out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv"]
     common.refuse_outputs_among(outputs, files)
@@ -55,19 +67,21 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     stats: dict = {}
     log: list[tuple[int, int]] = []
     started = time.perf_counter()
-    pattern = args.pattern or counted[1] or "gpt2"
+    pattern = start.pattern if start is not None else args.pattern or counted[1] or "gpt2"
     if args.counts:
         vocab, merges = train_bpe_from_counts(
-            args.counts, args.vocab_size, specials, pattern=pattern, num_workers=args.workers,
-            progress=not args.quiet, stats=stats, merge_log=log,
+            args.counts, args.vocab_size, args.special_token, pattern=pattern, num_workers=args.workers,
+            progress=not args.quiet, stats=stats, merge_log=log, start_from=start,
         )
     else:
         with common.executor(args) as executor:
             vocab, merges = train_bpe(
                 [f.path for f in files], args.vocab_size, specials, pattern=pattern,
-                num_workers=args.workers, executor=executor, text_field=args.text_field,
-                progress=not args.quiet, stats=stats, merge_log=log,
+                num_workers=args.workers, executor=executor, text_field=args.text_field, progress=not args.quiet,
+                stats=stats, merge_log=log, start_from=start, superword_from=args.superword_from,
             )
+    if args.superword_from is not None:
+        pattern = patterns.SUPERBPE
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
     merge_log = MergeLog(stats["pretoken_bytes"], log)

@@ -46,7 +46,7 @@ from cs336_basics.text import pipelines
 from cs336_basics.text.patterns import regex_string
 from cs336_basics.text.pipelines import for_oniguruma
 
-_NAMED = ("gpt2", "cl100k", "o200k")
+_NAMED = ("gpt2", "cl100k", "o200k", "superbpe")
 
 
 def _pattern_name(onig_source: str) -> str | None:

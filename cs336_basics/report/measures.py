@@ -32,6 +32,16 @@ def classify_token(token: bytes) -> str:
     return "word" if text.lstrip(" ").isalpha() else "text"
 
 
+_SPANNING = re.compile(r"\S\s+\S")
+
+
+def spans_words(token: bytes) -> bool:
+    """Whether a token holds whitespace between two other characters ("of the", "by the way"), as
+    SuperBPE's superword tokens do; " the" or "the\n" do not. Bytes that are not UTF-8 count as
+    other characters."""
+    return _SPANNING.search(token.decode("utf-8", errors="replace")) is not None
+
+
 RENYI_ALPHA = 2.5  # Zouhar et al. (2023) found this order of Rényi efficiency to track downstream quality best
 
 
@@ -52,6 +62,8 @@ class TextStats:
     split_words: int = 0  # words that two or more tokens share
     counts: Counter = field(default_factory=Counter)  # token id -> occurrences
     vocab_size: int = 0
+    spanning: int = 0  # tokens of the text that span words (see `spans_words`)
+    spanning_vocab: int = 0  # tokens of the vocabulary that do
 
     @property
     def bytes_per_token(self) -> float:
@@ -70,6 +82,11 @@ class TextStats:
     def split_share(self) -> float:
         """The share of words cut into two or more tokens."""
         return self.split_words / self.words if self.words else 0.0
+
+    @property
+    def spanning_share(self) -> float:
+        """The share of the text's tokens that span words (superword tokens, see `spans_words`)."""
+        return self.spanning / self.tokens if self.tokens else 0.0
 
     @property
     def shannon_efficiency(self) -> float:
@@ -103,6 +120,9 @@ class TextStats:
         self.vocab_size = len(vocab)
         self.kinds.update(classify_token(vocab[i]) for i in ids)
         self.counts.update(ids)
+        spanning = _spanning_ids(tokenizer)
+        self.spanning += sum(map(spanning.__contains__, ids))
+        self.spanning_vocab = len(spanning)
         per_word = tokens_per_word(text, [len(vocab[i]) for i in ids])
         self.words += len(per_word)
         self.word_tokens += sum(per_word)
@@ -110,11 +130,26 @@ class TextStats:
 
     def update(self, other: "TextStats") -> None:
         """Count in the text measured by `other` (with the same tokenizer)."""
-        for name in ("bytes", "chars", "tokens", "words", "word_tokens", "split_words"):
+        for name in ("bytes", "chars", "tokens", "words", "word_tokens", "split_words", "spanning"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.kinds.update(other.kinds)
         self.counts.update(other.counts)
         self.vocab_size = other.vocab_size or self.vocab_size
+        self.spanning_vocab = other.spanning_vocab or self.spanning_vocab
+
+
+def _spanning_ids(tokenizer: Tokenizer) -> frozenset[int]:
+    """The ids of the tokens of `tokenizer` that span words, found once per tokenizer."""
+    found = _spanning_cache.get(id(tokenizer))
+    if found is None or found[0] is not tokenizer:
+        specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
+        ids = frozenset(i for i, t in tokenizer.vocab.items() if t not in specials and spans_words(t))
+        _spanning_cache.clear()  # one tokenizer at a time is the common case; keeps nothing alive for long
+        _spanning_cache[id(tokenizer)] = found = (tokenizer, ids)
+    return found[1]
+
+
+_spanning_cache: dict[int, tuple[Tokenizer, frozenset[int]]] = {}
 
 
 def tokens_per_word(text: str, token_lengths: list[int]) -> list[int]:
@@ -180,6 +215,8 @@ def measure_rows(columns: list[TextStats]) -> list[tuple[str, list[str]]]:
     return [
         ("tokens per word (fertility)", [f"{s.fertility:.2f}" for s in columns]),
         ("words cut in 2+ tokens (%)", [f"{100 * s.split_share:.2f}" for s in columns]),
+        ("tokens spanning words (%)", [f"{100 * s.spanning_share:.2f}" for s in columns]),
+        ("vocabulary spanning words", [f"{s.spanning_vocab:,}" for s in columns]),
         (f"Rényi efficiency (α = {RENYI_ALPHA})", [f"{s.renyi_efficiency:.3f}" for s in columns]),
         ("Shannon efficiency", [f"{s.shannon_efficiency:.3f}" for s in columns]),
         ("vocabulary used (%)", [f"{100 * s.vocab_used:.2f}" for s in columns]),

@@ -7,6 +7,8 @@ encodings), run by the `regex` package so that pre-tokens equal tiktoken's for t
 - `cl100k` (alias `cl100k_base`): GPT-4's.
 - `o200k` (alias `o200k_base`): GPT-4o's.
 - `none`: no pre-tokenization; each document (text between special tokens) is one sequence.
+- `superbpe`: SuperBPE's stage-2 pre-tokenization (`SUPERBPE`, below), which does not cut at
+  whitespace, so that tokens can span words.
 - any other string is a custom regex for the `regex` package (with its semantics, e.g. `$` also
   matches before a final newline). It must compile, must not match the empty string, and must match
   every character of the text: text it leaves unmatched is an error naming the offset (tiktoken
@@ -32,7 +34,7 @@ chunk alone. That is exact only at offsets where no pre-token can span, whatever
   first character (the optional `[^\r\n\p{L}\p{N}]` prefix before letters). The anchor `$` in
   cl100k's `\s++$` and the lookahead `(?!\S)` are only reached after whitespace, so a boundary,
   which has non-whitespace before it, can be neither. No lookbehind, no start anchor.
-- none and custom regexes: no such fact; documents are cut only at special tokens.
+- none, superbpe and custom regexes: no such fact used; documents are cut only at special tokens.
 
 `tests/test_patterns.py` proves each fact with hypothesis: pre-tokenizing the chunks one by one
 gives exactly the pre-tokens of the whole text, and cutting a file at the safe cuts built on these
@@ -66,7 +68,18 @@ O200K = "|".join(
     ]
 )
 
-NAMED: dict[str, str | None] = {"gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "none": None}
+# SuperBPE's stage 2 (Liu et al. 2025, arXiv:2503.13423; the authors' training code pre-tokenizes
+# with Hugging Face's `Digits(individual_digits=False)`, then a `Split` that isolates at the empty
+# regex `(?=(\d{3})+(?!\d))`, and nothing else once whitespace pre-tokenization is off): each run of
+# numeric characters (\p{N}) is one piece, cut before every place followed by a multiple of three
+# decimal digits (\d) up to a non-digit; all other text, spaces included, is one piece.
+# `tests/test_superbpe.py` checks the pieces against that Hugging Face pipeline.
+SUPERBPE_REGEX = r"""[^\p{N}]+|\p{N}+?(?=(?:\d{3})+(?!\d)|(?!\p{N}))"""
+SUPERBPE = "superbpe"
+
+NAMED: dict[str, str | None] = {
+    "gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "none": None, SUPERBPE: SUPERBPE_REGEX,
+}
 ALIASES = {"r50k_base": "gpt2", "p50k_base": "gpt2", "cl100k_base": "cl100k", "o200k_base": "o200k"}
 
 # The characters that `regex` counts as \s (and tiktoken's engine too; a test checks both). Stdlib

@@ -36,6 +36,7 @@ from itertools import groupby
 from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
+from cs336_basics.train.forced import forced_pairs
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -70,8 +71,15 @@ def train_merges(
     num_shards: int = 1,
     on_merge: Callable[[int], None] | None = None,
     merge_log: list[tuple[int, int]] | None = None,
+    forced: list[tuple[bytes, bytes]] = (),
+    known: set[bytes] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to `num_merges` merges from pre-token counts; fewer when no pair is left.
+
+    The first merges are `forced` (see `forced`), each made as a chosen one is, counted or not;
+    the rule chooses after the last of them. `num_merges` counts them too.
+    With a set of `known` tokens (the vocabulary being extended; added to), a chosen merge making
+    one of them, or a token an earlier merge made, does not count towards `num_merges`.
 
     Token ids are 0..255 for single bytes and 256 + k for the k-th merge. With `num_shards` > 1 the
     words are split among that many processes (this one included); the merges are the same.
@@ -81,6 +89,7 @@ def train_merges(
     but merges it once.
     """
     num_shards = max(1, min(num_shards, len(word_counts))) if os.name == "posix" else 1
+    forced = forced_pairs(forced, _SHIFT)  # checked before any work
     allocator.return_large_blocks_at_once()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
@@ -100,7 +109,7 @@ def train_merges(
         pair_counts = local.count_pairs()
         for remote in remotes:
             _add(pair_counts, remote.receive())
-        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log)
+        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, known)
     finally:
         for remote in remotes:
             remote.close()
@@ -115,10 +124,13 @@ def _merge_loop(
     num_merges: int,
     on_merge: Callable[[int], None] | None,
     merge_log: list[tuple[int, int]] | None,
+    forced: list[int],
+    known: set[bytes] | None,
 ) -> list[tuple[bytes, bytes]]:
-    """Choose and make the merges. With remote shards, the next pair is usually chosen before their
-    changes for the last merge are in (see `_Unheard`), so that they merge it while this process
-    merges its own words, rather than each waiting for the other."""
+    """Choose and make the merges, the `forced` pairs first (for `known`, see `train_merges`). With
+    remote shards, the next pair is usually chosen before their changes for the last merge are in
+    (see `_Unheard`), so that they merge it while this process merges its own words, rather than
+    each waiting for the other."""
     token_bytes = [bytes([i]) for i in range(256)]
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = _PairQueue(pair_counts, token_key)
@@ -139,7 +151,13 @@ def _merge_loop(
             on_merge(merge.number)
 
     while len(merges) < num_merges:
-        best = queue.pop_best()
+        if len(merges) < len(forced):
+            if unheard is not None:  # a forced merge's count is logged: every change must be in
+                hear(unheard)
+                unheard = None
+            best = forced[len(merges)], queue.counts.pop(forced[len(merges)], 0)
+        else:
+            best = queue.pop_best()
         if unheard is not None and (best is None or not unheard.cannot_change(*best)):
             if best is not None:
                 queue.put_back(*best)
@@ -153,6 +171,9 @@ def _merge_loop(
         new = chr(len(token_bytes))
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])
+        if known is not None:  # a chosen merge making no new token does not count: one more
+            num_merges += token_bytes[-1] in known and len(merges) > len(forced)
+            known.add(token_bytes[-1])
         token_key.append(_reversed_order_key(token_bytes[-1]))
 
         for remote in remotes:

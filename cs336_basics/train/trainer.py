@@ -1,18 +1,34 @@
 """Training plumbing behind `bpe.train_bpe` and `bpe.train_bpe_from_iterator`: the options
 checked where they enter, how many workers a corpus gets, progress bars, and, once a corpus is
-counted, the merge loop run and its result turned into the vocabulary (`train_from_counts`)."""
+counted, the merge loop run and its result turned into the vocabulary (`train_from_counts`).
+
+Training from what exists feeds the same loop: extending a tokenizer (`start_from`) forces its
+merges first and gives the new tokens the ids after its own (`extended_vocab`); SuperBPE
+(`superword_from`) trains to the transition size, then counts the corpus again with the stage-2
+pattern and forces the stage-1 merges before going on (see `train_on_files`)."""
 
 import concurrent.futures
 import contextlib
 import os
 import time
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from cs336_basics.corpora import executors, sources
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import validate_special_tokens
 from cs336_basics.train import counting
 from cs336_basics.train.merge import train_merges
+
+
+class TokenizerDefinition(NamedTuple):
+    """What training reads of a tokenizer it starts from: `formats.definition.TokenizerDefinition`'s
+    first four fields (which `bpe.train_bpe` passes; this package does not import `formats`)."""
+
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+    pattern: str
 
 # Below these sizes one process is faster than starting workers.
 PARALLEL_MIN_BYTES = 4 << 20
@@ -39,36 +55,56 @@ def check_vocab_size(vocab_size: int, special_tokens: list[str]) -> None:
 
 
 def train_on_files(
-    input_path, vocab_size: int, special_tokens: list[str], *, pattern: str, num_workers: int | None,
+    input_path, vocab_size: int, special_tokens: list[str], *, pattern: str | None, num_workers: int | None,
     piece_size: int | None, executor: "concurrent.futures.Executor | None", text_field: str, progress: bool,
-    stats: dict | None, merge_log: list[tuple[int, int]] | None,
+    stats: dict | None, merge_log: list[tuple[int, int]] | None, start_from: TokenizerDefinition | None = None,
+    superword_from: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe`, which states the contract: the corpus resolved and planned into work units,
-    counted by workers or `executor`, then `train_from_counts`."""
-    special_tokens, pattern = checked_training_options(special_tokens, pattern, vocab_size, num_workers)
+    counted by workers or `executor`, then `train_from_counts`. With `superword_from` (SuperBPE),
+    stage 1 trains to that size, and stage 2 counts again with `patterns.SUPERBPE` and forces the
+    stage-1 merges."""
+    special_tokens, pattern = checked_extension(special_tokens, pattern, vocab_size, num_workers, start_from)
+    if superword_from is not None:
+        check_transition(superword_from, vocab_size, special_tokens, start_from)
     files = sources.resolve(input_path)
     size = sum(f.size for f in files)
     workers = default_num_workers(size) if num_workers is None else num_workers
-
-    started = time.perf_counter()
     if piece_size is None:
         width = workers if executor is None else executors.executor_width(executor, workers)
         piece_size = counting.default_piece_size(size, width, local=executor is None)
-    units = sources.plan_units(
-        files, piece_size=piece_size, special_tokens=special_tokens, text_field=text_field, pattern=pattern
-    )
-    with progress_bar(progress, total=size, unit="B", unit_scale=True, desc="counting") as bar:
-        word_counts = counting.count_pretokens(
-            units,
-            num_workers=workers,
-            executor=executor,
-            task_size=piece_size,
-            on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
+
+    def count(pattern: str) -> dict[bytes, int]:
+        units = sources.plan_units(
+            files, piece_size=piece_size, special_tokens=special_tokens, text_field=text_field, pattern=pattern
         )
-    handed_over = [word_counts]  # the only reference: the merge loop may free the counts (see below)
-    del word_counts
-    return train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress, stats,
-                             merge_log)
+        with progress_bar(progress, total=size, unit="B", unit_scale=True, desc="counting") as bar:
+            return counting.count_pretokens(
+                units,
+                num_workers=workers,
+                executor=executor,
+                task_size=piece_size,
+                on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
+            )
+
+    started = time.perf_counter()
+    if superword_from is not None:
+        stage1: dict = {}
+        _, forced = train_from_counts([count(pattern)], superword_from, special_tokens, workers, started, size,
+                                      progress, stage1, None, base=start_from)
+        pattern = patterns.SUPERBPE
+        if start_from is None:  # stage 2 may make a token twice: vocabulary and merges as an extension's
+            start_from = TokenizerDefinition({i: bytes([i]) for i in range(256)}, [], [], pattern)
+        started = time.perf_counter()
+    else:
+        forced = None
+    handed_over = [count(pattern)]  # the only reference: the merge loop may free the counts (see below)
+    vocab, merges = train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress,
+                                      stats, merge_log, base=start_from, forced=forced)
+    if superword_from is not None and stats is not None:
+        for key in ("count_seconds", "merge_seconds"):
+            stats[key] += stage1[key]
+    return vocab, merges
 
 
 def train_on_documents(
@@ -92,23 +128,34 @@ def train_on_documents(
 def train_on_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], *, pattern: str, num_workers: int | None,
     progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, input_bytes: int | None,
-    started: float,
+    started: float, start_from: TokenizerDefinition | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe_from_counts`, which states the contract: counts made before (the one item of
-    `handed_over`, read since `started`) go straight to `train_from_counts`: no pass over a corpus."""
-    special_tokens, pattern = checked_training_options(special_tokens, pattern, vocab_size, num_workers)
+    `handed_over`, read since `started`, cut at `special_tokens`) go straight to `train_from_counts`:
+    no pass over a corpus. With `start_from`, as `train_on_files`: the counts must have been cut at
+    its special tokens too, as the text would have been."""
+    if start_from is not None:
+        missing = [t for t in start_from.special_tokens if t not in special_tokens]
+        if missing:
+            raise ValueError(f"the counts were not cut at the special tokens {missing} of the tokenizer to extend, "
+                             "as its corpus would be: count the corpus again with them")
+    special_tokens, pattern = checked_extension(special_tokens, pattern, vocab_size, num_workers, start_from)
     workers = num_workers or default_num_workers(PARALLEL_MIN_BYTES)
     return train_from_counts(handed_over, vocab_size, special_tokens, workers, started, input_bytes, progress, stats,
-                             merge_log)
+                             merge_log, base=start_from)
 
 
 def train_from_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], workers: int, started: float,
-    size: int | None, progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None,
+    size: int | None, progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, *,
+    base: TokenizerDefinition | None = None, forced: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """The merges and vocabulary learned from pre-token counts, given as the one item of the list
     `handed_over`, which holds the only reference to them (the part `train_bpe` and
-    `train_bpe_from_iterator` share once the corpus is counted)."""
+    `train_bpe_from_iterator` share once the corpus is counted).
+
+    With `base` (a tokenizer being extended) the vocabulary is `extended_vocab`'s; the loop's first
+    merges are forced: `forced`, or by default the base's merges."""
     word_counts = handed_over.pop()
     distinct = len(word_counts)
     wanted = stats is not None or merge_log is not None
@@ -116,7 +163,11 @@ def train_from_counts(
     byte_counts = counting.byte_counts(word_counts) if stats is not None else None
     counted = time.perf_counter()
 
+    if forced is None:
+        forced = base.merges if base is not None else []
     num_merges = vocab_size - 256 - len(special_tokens)
+    if base is not None:  # the forced merges, and as many new ones as the vocabulary has room for
+        num_merges = len(forced) + vocab_size - len(extended_vocab(base, forced, special_tokens))
     steps: list[tuple[int, int]] | None = [] if merge_log is not None else None
     # train_merges is given the only reference to the counts, so it can free them once it has
     # copied them into its own form, before the loop grows.
@@ -129,6 +180,8 @@ def train_from_counts(
             num_shards=workers if distinct >= PARALLEL_MIN_WORDS else 1,
             on_merge=(lambda k: bar.update(1)) if bar else None,
             merge_log=steps,
+            forced=forced,
+            known=None if base is None else set(base.vocab.values()) | {t.encode("utf-8") for t in special_tokens},
         )
     if merge_log is not None:
         tokens = corpus_bytes
@@ -146,12 +199,91 @@ def train_from_counts(
             byte_counts=byte_counts,
         )
 
+    if base is not None:
+        return extended_vocab(base, merges, special_tokens), merges
     vocab = {i: bytes([i]) for i in range(256)}
     for left, right in merges:
         vocab[len(vocab)] = left + right
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     return vocab, merges
+
+
+def extension_options(
+    special_tokens, pattern: str | None, start_from: TokenizerDefinition | None
+) -> tuple[list[str], str]:
+    """The special tokens and pattern of a training run: with `start_from`, its special tokens come
+    first (they cut the new corpus too) and its pattern is the default; another pattern is refused.
+    Without, the pattern defaults to "gpt2"."""
+    if start_from is None:
+        return special_tokens, "gpt2" if pattern is None else pattern
+    if pattern is not None and patterns.canonical(pattern) != patterns.canonical(start_from.pattern):
+        raise ValueError(
+            f"the tokenizer to extend pre-tokenizes with {start_from.pattern!r}, not {pattern!r}: its merges "
+            "only mean the same with its own pattern; drop pattern="
+        )
+    given = validate_special_tokens(special_tokens)
+    missing = [bytes([b]) for b in range(256) if bytes([b]) not in set(start_from.vocab.values())]
+    if missing:
+        raise ValueError(f"the tokenizer to extend lacks the single-byte tokens {missing[:5]}...: it is not "
+                         "byte-level BPE, which every token of ours starts from")
+    return [*start_from.special_tokens, *(t for t in given if t not in start_from.special_tokens)], start_from.pattern
+
+
+def checked_extension(special_tokens, pattern: str | None, vocab_size: int, num_workers: int | None,
+                      start_from: TokenizerDefinition | None) -> tuple[list[str], str]:
+    """`checked_training_options` of a run that may extend `start_from` (see `extension_options`),
+    whose vocabulary must hold at least that tokenizer and the special tokens it lacks."""
+    special_tokens, pattern = extension_options(special_tokens, pattern, start_from)
+    special_tokens, pattern = checked_training_options(special_tokens, pattern, vocab_size, num_workers)
+    if start_from is not None and vocab_size < smallest_vocab(special_tokens, start_from):
+        raise ValueError(f"vocab_size {vocab_size} is below the minimum {smallest_vocab(special_tokens, start_from)}: "
+                         "the size of the tokenizer to extend, with the special tokens it lacks")
+    return special_tokens, pattern
+
+
+def new_special_tokens(base: TokenizerDefinition, special_tokens: list[str]) -> list[str]:
+    """The special tokens that `base`'s vocabulary lacks, which an extension adds."""
+    have = set(base.vocab.values())
+    return [t for t in special_tokens if t.encode("utf-8") not in have]
+
+
+def extended_vocab(base: TokenizerDefinition, merges: list[tuple[bytes, bytes]], special_tokens: list[str]) -> dict[int, bytes]:
+    """The vocabulary of `base` extended by `merges` (its own merges first): every id of `base` is
+    kept; each new merge's token takes the next id above all of them, then the special tokens that
+    `base` lacks. A new merge whose token is already in the vocabulary (a token `base` holds beyond
+    its merges, or one made twice) keeps that token's id and adds none (the merge loop then makes
+    one more merge, see `merge.train_merges`'s `known`)."""
+    vocab = dict(base.vocab)
+    ids = {token: i for i, token in vocab.items()}
+    next_id = max(vocab, default=-1) + 1
+    new = [left + right for left, right in merges[len(base.merges):]]
+    for token in [*new, *(t.encode("utf-8") for t in special_tokens)]:
+        if token not in ids:
+            vocab[next_id] = token
+            ids[token] = next_id
+            next_id += 1
+    return vocab
+
+
+def smallest_vocab(special_tokens: list[str], start_from: TokenizerDefinition | None) -> int:
+    """The smallest vocabulary a run can have: 256 bytes and the special tokens, or the tokenizer
+    extended with the special tokens it lacks."""
+    if start_from is None:
+        return 256 + len(special_tokens)
+    return len(start_from.vocab) + len(new_special_tokens(start_from, special_tokens))
+
+
+def check_transition(superword_from: int, vocab_size: int, special_tokens: list[str],
+                     start_from: TokenizerDefinition | None) -> None:
+    """ValueError unless the SuperBPE transition is an int from the smallest vocabulary (256 bytes
+    and the special tokens, or the tokenizer extended) to `vocab_size`."""
+    smallest = smallest_vocab(special_tokens, start_from)
+    if type(superword_from) is not int or not smallest <= superword_from <= vocab_size:
+        raise ValueError(
+            f"superword_from (the vocabulary size where SuperBPE starts learning superwords) must be an int "
+            f"from {smallest} to vocab_size {vocab_size}, got {superword_from!r}"
+        )
 
 
 def checked_training_options(special_tokens, pattern: str, vocab_size: int, num_workers: int | None) -> tuple[list[str], str]:
