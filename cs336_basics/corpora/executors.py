@@ -6,8 +6,8 @@ caller can write each result as it arrives and never holds them all. A worker th
 executor that breaks becomes `WorkerError`; errors raised by the work itself (a bad record, a file
 that has gone) come through as they were raised.
 
-The one way the package starts, stops and reports its workers: an executor (`local_executor`,
-stopped at once by `stop_now`), or plain processes fed through a queue (`start_processes`,
+The one way the package starts, stops and reports its workers: an executor (`local_pool` for a
+block, which stops it at once by `stop_now` when the block fails), or plain processes fed through a queue (`start_processes`,
 `stop_processes`), and `worker_died` for the error when one dies.
 """
 
@@ -33,6 +33,26 @@ def process_context():
 def local_executor(num_workers: int, *, initializer=None, initargs=()) -> ProcessPoolExecutor:
     """`num_workers` processes of this machine."""
     return ProcessPoolExecutor(num_workers, mp_context=process_context(), initializer=initializer, initargs=initargs)
+
+
+@contextlib.contextmanager
+def local_pool(num_workers: int, *, initializer=None, initargs=()) -> Iterator[ProcessPoolExecutor]:
+    """`local_executor`'s processes for the block: they finish their work and shut down when it
+    ends, or are stopped at once (`stop_now`) when it fails, Ctrl-C and SIGTERM included."""
+    pool = local_executor(num_workers, initializer=initializer, initargs=initargs)
+    try:
+        yield pool
+    except BaseException:
+        stop_now(pool)
+        raise
+    pool.shutdown()
+
+
+def own_pool(executor: Executor | None, num_workers: int, *, initializer=None, initargs=()):
+    """A context giving `executor` as it is when one is given, else a `local_pool` of `num_workers`."""
+    if executor is not None:
+        return contextlib.nullcontext(executor)
+    return local_pool(num_workers, initializer=initializer, initargs=initargs)
 
 
 def start_processes(target: Callable, args: tuple, count: int) -> list[BaseProcess]:

@@ -206,19 +206,10 @@ def _run(tasks, todo: list[int], root: Path, num_workers: int, executor: Executo
         for i in todo:
             yield i, count_shard(tasks[i], str(root), i)
         return
-    owned = None
-    if executor is None:
-        owned = executor = executors.local_executor(min(num_workers, len(todo)))
-    width = executors.executor_width(executor, num_workers)
-    try:
+    with executors.own_pool(executor, min(num_workers, len(todo))) as pool:
+        width = executors.executor_width(pool, num_workers)
         calls = ((tasks[i], str(root), i) for i in todo)
-        yield from zip(todo, executors.run_ordered(executor, count_shard, calls, max_in_flight=width))
-    except BaseException:
-        if owned is not None:
-            executors.stop_now(owned)
-        raise
-    if owned is not None:
-        owned.shutdown()
+        yield from zip(todo, executors.run_ordered(pool, count_shard, calls, max_in_flight=width))
 
 
 def _counted(root: Path, entries: list[dict], reused: int) -> Counted:

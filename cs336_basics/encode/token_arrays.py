@@ -306,19 +306,11 @@ def local_workers(tokenizer: TokenizerLike, num_workers: int, engine: "engines.C
     share = tempfile.TemporaryDirectory(prefix=".encode-cache-", dir=share_dir)
     _worker_tokenizers.clear()
     _worker_tokenizers[key] = tokenizer
-    pool = None
     try:
-        pool = executors.local_executor(num_workers, initializer=initializer or init_worker,
-                                        initargs=(*initargs, key, state, share.name, engine))
-        yield pool, key
-    except BaseException:
-        if pool is not None:
-            executors.stop_now(pool)
-            pool = None
-        raise
+        with executors.local_pool(num_workers, initializer=initializer or init_worker,
+                                  initargs=(*initargs, key, state, share.name, engine)) as pool:
+            yield pool, key
     finally:
-        if pool is not None:
-            pool.shutdown()
         share.cleanup()
         _worker_tokenizers.clear()
 
@@ -391,14 +383,8 @@ def encode_batch_in_processes(tokenizer: TokenizerLike, texts: list[str], num_wo
         size += len(text)
     _worker_tokenizers.clear()
     _worker_tokenizers[key] = tokenizer  # forked workers find it; others build it from `state`
-    executor = executors.local_executor(num_workers, initializer=init_worker, initargs=(key, state))
-    try:
-        results = executors.run_ordered(executor, _encode_texts_in_worker, ((key, batch) for batch in batches),
+    with executors.local_pool(num_workers, initializer=init_worker, initargs=(key, state)) as pool:
+        results = executors.run_ordered(pool, _encode_texts_in_worker, ((key, batch) for batch in batches),
                                         max_in_flight=2 * num_workers)
         typecode = "H" if np.dtype(tokenizer.packed_dtype).itemsize == 2 else "I"
-        ids = [array(typecode, packed).tolist() for packed_list in results for packed in packed_list]
-    except BaseException:
-        executors.stop_now(executor)
-        raise
-    executor.shutdown()
-    return ids
+        return [array(typecode, packed).tolist() for packed_list in results for packed in packed_list]

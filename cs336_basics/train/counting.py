@@ -280,7 +280,6 @@ def count_pretokens(
         return total
 
     progress = None
-    owned = None
     claims = None
     if executor is None:
         # This process counts too, beside num_workers - 1 forked workers, rather than wait idle:
@@ -293,15 +292,13 @@ def count_pretokens(
         ctx = executors.process_context()
         progress = ctx.Value("q", 0)
         claims = ctx.Array("q", _regions(len(tasks), processes))
-        owned = executor = executors.local_executor(
-            processes - 1, initializer=_init_worker, initargs=(progress, claims)
-        )
+        pool = executors.local_pool(processes - 1, initializer=_init_worker, initargs=(progress, claims))
         calls = ((tasks, region, block_size) for region in range(1, processes))
         count = count_claimed_packed
     else:
+        pool = executors.own_pool(executor, num_workers)
         calls = ((task, block_size) for task in tasks)
         count = count_units_packed
-    width = executors.executor_width(executor, num_workers)
 
     def report() -> None:
         if on_progress:
@@ -315,7 +312,8 @@ def count_pretokens(
     # they add up to is some 7 times their size, and the workers are at their largest meanwhile.
     pending: list[PackedCounts] = []
     pending_bytes = 0
-    try:
+    with pool as executor:
+        width = executors.executor_width(executor, num_workers)
         results = executors.run_ordered(executor, count, calls, max_in_flight=2 * width, on_wait=report)
         if claims is not None:  # while the workers count theirs
             size, counts = count_claimed(tasks, 0, block_size, claims, read_here)
@@ -332,12 +330,6 @@ def count_pretokens(
                 pending_bytes = 0
             done += size
             report()
-    except BaseException:
-        if owned is not None:
-            executors.stop_now(owned)
-        raise
-    if owned is not None:
-        owned.shutdown()
     _add_all(total, pending)
     allocator.release_freed_memory()
     return total
