@@ -33,7 +33,7 @@ from cs336_basics.corpora import executors, sources
 from cs336_basics.formats import hf
 from cs336_basics.text import patterns, timeouts
 from cs336_basics.train.merge_log import read_merge_log, readable_token
-from tests.kill_target import release
+from tests.kill_target import paused_at, release
 from tests.test_sources import DOCS, EOT, TEXT, VOCAB, WRITERS, write_jsonl, write_parquet
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -384,24 +384,26 @@ def _spawn(args: list, cwd: Path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _signal_at_first_write(args: list, cwd: Path, sig: int) -> tuple[int, str]:
-    """Run `bpe` paused after its first fsync (a temporary file complete, not yet renamed), send
-    `sig` there, and return (exit status, stderr)."""
-    proc = _spawn([KILL_TARGET, 1, *args], cwd)
-    lines = []
+def _signal_at(args: list, cwd: Path, sig: int, at: str) -> tuple[int, str]:
+    """Run `bpe` paused at `at` (see tests/kill_target.py), send `sig` there, and return (exit
+    status, stderr). The pause must be reached."""
+    proc = _spawn([KILL_TARGET, at, *args], cwd)
     try:
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith("kill_target: paused at "):
-                proc.send_signal(sig)
-                release(proc)
-                break
+        event, lines = paused_at(proc)
+        assert event is not None, f"the run ended without pausing at {at}:\n{''.join(lines)}"
+        proc.send_signal(sig)
+        release(proc)
         err = "".join(lines) + proc.communicate(timeout=60)[1]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     return proc.returncode, err
+
+
+def _signal_at_first_write(args: list, cwd: Path, sig: int) -> tuple[int, str]:
+    """`_signal_at` its first fsync (a temporary file complete, not yet renamed)."""
+    return _signal_at(args, cwd, sig, "1")
 
 
 @pytest.fixture(scope="module")
@@ -425,37 +427,51 @@ def test_sigterm_during_the_final_write_of_encode_cleans_up(signal_setup):
     assert (out / "ids.npy").read_bytes() == b"old"
 
 
+READ_UNIT = "cs336_basics.corpora.sources:read_unit"  # a piece of the corpus is read: in a worker, if any
+
+
 @pytest.mark.slow
 def test_sigterm_while_workers_encode_stops_them_and_cleans_up(signal_setup):
+    """SIGTERM to the command while both its workers are held at their first read of the corpus
+    (tests/kill_target.py announces it), so that the run cannot end before the signal."""
+    psutil = pytest.importorskip("psutil")
     d = signal_setup
     out = d / "encode-workers"
     out.mkdir()
     big = d / "big.txt"
     big.write_text(TEXT * 400, encoding="utf-8")
-    proc = _spawn(["-m", "cs336_basics.cli", "encode", big, "--tokenizer", d / "tok", "--out", out / "ids.npy",
+    proc = _spawn([KILL_TARGET, f"1:{READ_UNIT}", "encode", big, "--tokenizer", d / "tok", "--out", out / "ids.npy",
                    "--quiet", "--workers", "2"], d)
-    psutil = pytest.importorskip("psutil")
-    workers = []
     try:
-        deadline = time.monotonic() + 30
-        while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.01)
-            workers = psutil.Process(proc.pid).children()
-        time.sleep(0.2)  # let them encode
+        event, lines = paused_at(proc)
+        assert event == "read_unit 1", "".join(lines)
+        workers = psutil.Process(proc.pid).children()
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        release(proc)
+        err = "".join(lines) + proc.communicate(timeout=60)[1]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    if proc.returncode == 0:
-        pytest.skip("the run ended before the signal")
     assert proc.returncode == 143, err
     assert err.strip().splitlines()[-1] == "bpe: terminated (SIGTERM); no output was written"
     assert os.listdir(out) == [], "a temporary file or folder was left behind"
     assert len(workers) == 2
     psutil.wait_procs(workers, timeout=10)
     assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE], "workers outlived the run"
+
+
+def test_sigterm_as_the_command_exits_still_ends_it_with_143_and_its_line(signal_setup):
+    """Once the command has returned, the process still joins threads and runs atexit: a SIGTERM
+    there used to meet the default handler, ending it with -15 and no word."""
+    d = signal_setup
+    out = d / "encode-exit"
+    out.mkdir()
+    code, err = _signal_at(["encode", d / "corpus.txt", "--tokenizer", d / "tok", "--out", out / "ids.npy",
+                            "--quiet", "--workers", "1"], d, signal.SIGTERM, "exit")
+    assert code == 143, err
+    assert err.strip().splitlines()[-1] == f"bpe: terminated (SIGTERM) after the output was complete: {out / 'ids.npy'}"
+    assert np.load(out / "ids.npy").size > 0 and os.listdir(out) == ["ids.npy"]
 
 
 @pytest.mark.slow
@@ -477,28 +493,18 @@ def test_a_killed_or_failed_train_leaves_no_empty_folder(signal_setup, tmp_path,
 def test_sigkill_before_the_final_write_of_train_leaves_no_folder(signal_setup, tmp_path):
     d = signal_setup
     out = tmp_path / "tok"
-    big = d / "big-train.txt"
-    big.write_text(TEXT * 200, encoding="utf-8")
-    psutil = pytest.importorskip("psutil")
-    proc = _spawn(["-m", "cs336_basics.cli", "train", big, "--vocab-size", 2000, "--out", out, "--quiet",
-                   "--workers", "1"], d)
+    proc = _spawn([KILL_TARGET, f"1:{READ_UNIT}", "train", d / "corpus.txt", "--vocab-size", VOCAB, "--out", out,
+                   "--quiet", "--workers", "1"], d)
     try:
-        reading = False
-        deadline = time.monotonic() + 30
-        while not reading and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-            try:  # killed while it reads the corpus: well before the final write
-                reading = any(f.path == str(big) for f in psutil.Process(proc.pid).open_files())
-            except psutil.Error:
-                break
-        proc.kill()
+        event, lines = paused_at(proc)  # killed as it begins to read the corpus: well before the final write
+        assert event == "read_unit 1", "".join(lines)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    if not reading:
-        pytest.skip("the run was not caught reading its corpus")
+    assert proc.returncode == -signal.SIGKILL
     assert not out.exists(), f"SIGKILL while reading the corpus left {out}"
 
 

@@ -6,6 +6,8 @@ same documents, and refusals."""
 import hashlib
 import json
 import os
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,10 +161,16 @@ class Stop(Exception):
     pass
 
 
-def stopping(documents: list[str], after: int):
-    """The documents, then an error after `after` of them (a stream that went away, or Ctrl-C)."""
+def stopping(documents: list[str], after: int, once: Path | None = None):
+    """The documents, then an error after `after` of them (a stream that went away, or Ctrl-C);
+    with `once`, not before the file `once` exists: a shard's record, which a worker may still be
+    writing when the stop would come, so that what the stop leaves does not depend on timing."""
     for i, document in enumerate(documents):
         if i == after:
+            deadline = time.monotonic() + 60
+            while once is not None and not once.exists():
+                assert time.monotonic() < deadline, f"{once} was not written before document {after} was read"
+                time.sleep(0.01)  # the worker writes it, whatever this process does
             raise Stop()
         yield document
 
@@ -176,7 +184,8 @@ def test_resume_with_the_same_documents_keeps_the_finished_shards_and_ends_byte_
     options = {**OPTIONS, "num_workers": workers}
     whole = tok.encode_dataset_from_iterator(documents, tmp_path / "whole", **options)
     with pytest.raises(Stop):
-        tok.encode_dataset_from_iterator(stopping(documents, 150), tmp_path / "d", **options)
+        tok.encode_dataset_from_iterator(stopping(documents, 150, once=tmp_path / "d" / ".work" / "shard-00000.json"),
+                                         tmp_path / "d", **options)
     assert not (tmp_path / "d" / layout.MANIFEST).exists()
     assert not (tmp_path / "d" / LOCK).exists()  # the run ended (by an error): its lock went with it
     # What the stop left: whole shards (each with its record), no temporary file.

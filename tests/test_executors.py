@@ -284,3 +284,33 @@ def test_stop_now_ends_workers_that_sigterm_does_not_end(tmp_path):
     executor = executors.local_executor(1)
     executor.submit(_ignore_sigterm_and_write_slowly, str(tmp_path / "part.tmp"))
     _stop_once_writing(executor, tmp_path / "part.tmp")
+
+
+def _send_half_a_result_and_wait(path: str) -> None:
+    """In a worker: write the start of a result message on the pool's result pipe (as a worker
+    stopped while sending a large result leaves it), say so in `path`, and wait to be stopped."""
+    import os
+    import struct
+    import sys
+
+    frame = sys._getframe()
+    while frame.f_code.co_name != "_process_worker":  # concurrent.futures' loop, which holds the pipe
+        frame = frame.f_back
+    writer = frame.f_locals["result_queue"]._writer
+    os.write(writer.fileno(), struct.pack("!i", 1000) + b"only ten b")  # a header for 1,000 bytes, then 10
+    _write_slowly(path)
+
+
+def test_stop_now_ends_the_pools_thread_when_a_worker_dies_halfway_through_a_result(tmp_path):
+    # Its manager thread waits for the rest of the message; the interpreter's exit waits for that thread:
+    # `bpe` hung for ever after SIGTERM (or Ctrl-C) reached it while a worker sent a result.
+    executor = executors.local_executor(1)
+    results = executor._result_queue
+    executor.submit(_send_half_a_result_and_wait, str(tmp_path / "part.tmp"))
+    manager = executor._executor_manager_thread
+    try:
+        _stop_once_writing(executor, tmp_path / "part.tmp")
+        assert not manager.is_alive(), "the pool's manager thread still waits for the rest of a result"
+    finally:
+        results._writer.close()  # without the fix, so that this process can still exit
+        manager.join()

@@ -42,7 +42,7 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main as bpe_main
 from cs336_basics.train.merge_log import read_merge_log
 from tests.common import FIXTURES_PATH, gpt2_bytes_to_unicode, gpt2_files, tiktoken_for, tiktoken_gpt2
-from tests.kill_target import release
+from tests.kill_target import paused_at, release
 from tests.reference import reference_encode, reference_train_bpe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -897,38 +897,53 @@ def _check_killed_run(folder, names, versions, sig, label) -> tuple[list[str], s
     return problems, which or "mixed"
 
 
+# Moments of a run from its start to just before its final write, each announced by
+# tests/kill_target.py (the K-th call of a function): the writes themselves are the next test's.
+MOMENTS = {
+    "train": ["1:cs336_basics.corpora.sources:read_unit",  # reading the corpus
+              "1:cs336_basics.train.trainer:train_merges",  # counted: the merges begin
+              "1500:cs336_basics.train.merge:_reversed_order_key"],  # the 1,244th merge of 2,743
+    "encode": ["1:cs336_basics.corpora.sources:read_unit",  # reading the corpus
+               "10:cs336_basics.encode.encoder:merge_words"],  # half way through (of 19 calls)
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["train", "encode"])
-def test_killed_at_random_moments_leaves_old_or_new_output(kill_setup, command):
-    """Put the old output in place, start a run writing the new one to the same place, and kill it
-    after a random delay (seeded); the output must be one whole version, with no stray files."""
+def test_killed_before_the_final_write_leaves_the_old_output(kill_setup, command):
+    """Put the old output in place, start a run writing the new one to the same place, and stop it
+    (Ctrl-C, SIGKILL) at moments throughout the run, each where the run is paused by
+    tests/kill_target.py (never after a delay, which a busy machine stretches): the old output must
+    be there, whole, with no stray files."""
     setup = kill_setup[command]
-    folder = kill_setup["dir"] / f"random_{command}"
-    rng = random.Random(f"kill-{command}")
-    runs = 3 if command == "train" else 2
+    folder = kill_setup["dir"] / f"moments_{command}"
     problems, seen = [], []
     for sig in (signal.SIGINT, signal.SIGKILL):
-        # Half the delays anywhere in the run, half near its end, where the final write happens.
-        delays = [rng.uniform(0, setup["seconds"]) for _ in range(runs - runs // 2)]
-        delays += [rng.uniform(0.8, 1.05) * setup["seconds"] for _ in range(runs // 2)]
-        for delay in delays:
+        for at in MOMENTS[command]:
             _put_old_version(folder, setup["names"], setup["versions"]["old"])
-            proc = _spawn([*BPE, *setup["args"](folder)], folder.parent)
+            proc = _spawn([str(KILL_TARGET), at, *setup["args"](folder)], folder.parent, stdin=subprocess.PIPE)
             try:
-                time.sleep(delay)
-                proc.send_signal(sig)  # does nothing if the run has already finished
-                _, err = proc.communicate(timeout=60)
+                with time_limit(60):
+                    event, lines = paused_at(proc)
+                    assert event is not None, f"{command} never paused at {at}:\n{''.join(lines)}"
+                    proc.send_signal(sig)
+                    release(proc)
+                    err = "".join(lines) + proc.communicate(timeout=60)[1]
             finally:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-            label = f"{sig.name} after {delay:.3f} s (exit {proc.returncode})"
-            if sig == signal.SIGINT and proc.returncode not in (0, 130, -signal.SIGINT):
+            label = f"{sig.name} at {at} (exit {proc.returncode})"
+            if proc.returncode != (130 if sig == signal.SIGINT else -signal.SIGKILL):
                 problems.append(f"{label}: unexpected exit status; stderr: {err.strip()[-300:]}")
+            if sig == signal.SIGINT and err.strip().splitlines()[-1] != "bpe: interrupted; no output was written":
+                problems.append(f"{label}: the last line is not 'no output was written': {err.strip()[-300:]}")
             found, which = _check_killed_run(folder, setup["names"], setup["versions"], sig, label)
             problems += found
+            if which != "old":
+                problems.append(f"{label}: stopped before its final write, the output is {which}")
             seen.append(f"{label}: {which}")
-    print(f"\n{command} runs take {setup['seconds']:.2f} s; killed: " + "; ".join(seen))
+    print(f"\n{command}: " + "; ".join(seen))
     assert not problems, "\n".join(problems)
 
 
@@ -946,31 +961,27 @@ def test_killed_during_the_final_write_leaves_old_or_new_output(kill_setup, comm
     for k in range(1, 10):
         _put_old_version(folder, setup["names"], setup["versions"]["old"])
         proc = _spawn([str(KILL_TARGET), str(k), *setup["args"](folder)], folder.parent, stdin=subprocess.PIPE)
-        paused_at, lines = None, []
         try:
             with time_limit(60):
-                for line in proc.stderr:
-                    lines.append(line)
-                    if line.startswith("kill_target: paused at "):
-                        paused_at = line.removeprefix("kill_target: paused at ").strip()
-                        proc.send_signal(sig)
-                        release(proc)
-                        break
+                event, lines = paused_at(proc)
+                if event is not None:
+                    proc.send_signal(sig)
+                    release(proc)
                 err = "".join(lines) + proc.communicate(timeout=60)[1]
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        if paused_at is None:  # the run ended with fewer than k write events: all were tried
+        if event is None:  # the run ended with fewer than k write events: all were tried
             assert proc.returncode == 0, err
             assert k > 1, "the run wrote its output without fsync, replace or rename"
             break
-        label = f"{sig.name} after {paused_at} (exit {proc.returncode})"
+        label = f"{sig.name} after {event} (exit {proc.returncode})"
         found, which = _check_killed_run(folder, setup["names"], setup["versions"], sig, label)
         problems += found
         if "no output was written" in err and which != "old":
             problems.append(f"{label}: says 'no output was written' but the output is {which}")
-        seen.append(f"{paused_at}: {which}")
+        seen.append(f"{event}: {which}")
     print(f"\n{command}, {sig.name} at each write event: " + "; ".join(seen))
     assert not problems, "\n".join(problems)
 

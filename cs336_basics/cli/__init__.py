@@ -76,9 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run `bpe` with `argv` (default: the process's arguments) and return its exit status: 0, 1
     for an error (said in one line on stderr), 2 for words that do not parse, 130 after Ctrl-C, 143
-    after SIGTERM."""
-    with _sigterm_as_interrupt():
-        return _main(argv, RunContext())
+    after SIGTERM. With `argv` None, `main` is the process's command: SIGTERM keeps its meaning
+    until the process ends (one that arrives as it exits ends it with 143 and the line)."""
+    context = RunContext()
+    with _sigterm_as_interrupt(context, to_the_end=argv is None):
+        status = _main(argv, context)
+        if status == 0:
+            context.resumable = None  # finished: nothing is left to resume
+        return status
 
 
 def _main(argv: list[str] | None, context: RunContext) -> int:
@@ -109,26 +114,39 @@ def _main(argv: list[str] | None, context: RunContext) -> int:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """While the command runs, SIGTERM raises `Terminated` in this process. Forked workers inherit
-    the handler: there it restores the default and ends the worker, as SIGTERM would have."""
+def _sigterm_as_interrupt(context: RunContext, *, to_the_end: bool):
+    """While the command runs, SIGTERM raises `Terminated` in this process. With `to_the_end` the
+    handler stays once the command has ended: a SIGTERM while the process exits (joining threads,
+    running atexit) then ends it at once with 143 and the line, where the default would end it
+    with -15 and no word. Forked workers inherit the handler: there it restores the default and
+    ends the worker, as SIGTERM would have."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers (and only it receives signals)
         return
     main_pid = os.getpid()
+    ended = False
 
     def handler(signum, frame):
         if os.getpid() != main_pid:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        raise Terminated()
+        if not ended:
+            raise Terminated()
+        with contextlib.suppress(Exception):  # e.g. its reader has gone
+            sys.stdout.flush()
+        with contextlib.suppress(Exception):  # e.g. a write to stderr that the signal interrupted
+            _interrupted(Terminated(), context)
+            sys.stderr.flush()
+        os._exit(143)  # at once: the exit it interrupted is not taken up again
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        ended = True
+        if not to_the_end:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupted(error: BaseException | None, context: RunContext) -> int:

@@ -94,8 +94,14 @@ def stop_now(executor: ProcessPoolExecutor) -> None:
     # Taken before `shutdown`, which forgets them (it sets `_processes` to None).
     processes = list((getattr(executor, "_processes", None) or {}).values())
     manager = getattr(executor, "_executor_manager_thread", None)
+    results = getattr(executor, "_result_queue", None)
     executor.shutdown(wait=False, cancel_futures=True)
     stop_processes(processes)
+    if results is not None:
+        # A worker stopped while it sent a result leaves half a message, which the manager thread
+        # would wait for for ever, and the interpreter's exit for it: with the workers gone, this
+        # process holds the last write end, and closing it ends that wait.
+        results._writer.close()
     if manager is not None:
         # It cancels the tasks not yet taken and fails those that were running; a limit, as it
         # may wait on a pipe that no worker reads any more.
