@@ -1,11 +1,15 @@
 """Forced merges: the first merges of a run given rather than chosen (extending a tokenizer, and
-SuperBPE's second stage), turned into the pairs of token ids the merge loop makes.
+SuperBPE's second stage), turned into the pairs of token ids the merge loop makes (`forced_pairs`),
+and made on the words before the loop starts (`apply_forced`).
 
 The loop gives ids 0-255 to the bytes and 256 + k to the token of merge k, so the ids of the forced
 merges, which come first, are known before the loop starts: merge k joins the ids of its two tokens'
 bytes, each a byte or the token of an earlier forced merge. A token made twice (two merges giving
 the same bytes) is named by the first merge that made it.
 """
+
+import heapq
+import re
 
 
 def forced_pairs(forced, shift: int) -> list[int]:
@@ -27,3 +31,105 @@ def forced_pairs(forced, shift: int) -> list[int]:
         pairs.append(token_id[left] << shift | token_id[right])
         token_id.setdefault(left + right, 256 + k)
     return pairs
+
+
+def apply_forced(
+    words: list, counts: list[int], forced: list[tuple[bytes, bytes]], pairs: list[int], shift: int, log: bool,
+) -> list[tuple[int, int]] | None:
+    """Make the forced merges (`forced`, named by their `pairs` as `forced_pairs` gives them) on
+    `words` (pre-tokens in UTF-8), in place: each becomes a string with one character per token id,
+    as the merge loop holds words. With `log`, return each forced merge's `(count, shrink)` for the
+    merge log: the pair's occurrences before it
+    (overlaps count) and the merges it made, weighted by the words' `counts`. Exactly what making
+    the forced merges one by one in every word gives, at a cost in proportion to the distinct pieces
+    of the words rather than to the words times the merges.
+
+    Two observations make it fast. A word is cut between two bytes that no forced token holds side
+    by side (`_cutter`): no forced merge can join tokens across such a cut, so the pieces merge
+    alone, and a piece that recurs (" the", in many words) is merged once. And a piece is merged in
+    rank order (`_merge_piece`), which gives what the merges one by one give (see there).
+
+    Why not `encode.encoder`'s rank-order merge: that one ranks pairs of token *bytes*, as tiktoken
+    does, which matches the merges one by one only when no two merges make the same bytes; the
+    loop names tokens by the merge that made them (a token made twice has two ids, see above), and
+    so does this one, which holds however the merges repeat a token.
+    """
+    new_char = [chr(256 + k) for k in range(len(pairs))]
+    mask = (1 << shift) - 1
+    rank: dict[str, int] = {}
+    for k, pair in enumerate(pairs):
+        rank.setdefault(chr(pair >> shift) + chr(pair & mask), k)  # a pair forced again merges nothing more
+    pair_chars = {k: p for p, k in rank.items()}
+    split = _cutter(left + right for left, right in forced).split
+    pieces: dict[str, str] = {}  # piece (one character per byte) -> its tokens
+    weight: dict[str, int] = {}
+    for i, (word, n) in enumerate(zip(words, counts)):
+        tokens = []
+        for piece in split(word.decode("latin-1")):
+            done = pieces.get(piece)
+            if done is None:
+                done = pieces[piece] = _merge_piece(piece, rank, pair_chars, new_char)
+                weight[piece] = n
+            else:
+                weight[piece] += n
+            tokens.append(done)
+        words[i] = "".join(tokens)
+    if not log:
+        return None
+    merges_log = [[0, 0] for _ in pairs]
+    for piece, n in weight.items():
+        _merge_piece(piece, rank, pair_chars, new_char, merges_log, n)
+    return [(count, shrink) for count, shrink in merges_log]
+
+
+def _cutter(tokens) -> "re.Pattern[str]":
+    """A pattern matching (empty) where a word may be cut: before or after a whitespace byte, where
+    no forced token holds the two bytes side by side (so no forced merge can join across). Text
+    is one character per byte (latin-1). Cutting at whitespace alone keeps the pattern fast; other
+    places would be as safe, but pieces already recur there."""
+    joined = set()
+    for token in tokens:
+        text = token.decode("latin-1")
+        joined.update(map(str.__add__, text, text[1:]))
+    alternatives = []
+    for p in " \n\t\r":
+        before = "".join(re.escape(chr(x)) for x in range(256) if chr(x) + p not in joined)
+        after = "".join(re.escape(chr(y)) for y in range(256) if p + chr(y) not in joined)
+        if before:
+            alternatives.append(f"(?<=[{before}])(?={re.escape(p)})")
+        if after:
+            alternatives.append(f"(?<={re.escape(p)})(?=[{after}])")
+    return re.compile("|".join(alternatives) or "(?!)", re.DOTALL)
+
+
+def _merge_piece(piece: str, rank: dict[str, int], pair_chars: dict[int, str], new_char: list[str],
+                 merges_log: list[list[int]] | None = None, n: int = 0) -> str:
+    """`piece` (ids as characters) after the forced merges: the lowest-ranked pair present is merged
+    at every occurrence, left to right, until none is left. This is what the merges one by one make:
+    merges absent from the piece change nothing, and a merge only makes pairs holding its new token,
+    which only later merges use (a merge names a token by the merge that made it, see the module).
+    With `merges_log`, adds to its item k the count and shrink of forced merge k in the piece,
+    counted `n` times."""
+    heap = sorted({k for k in map(rank.get, map(str.__add__, piece, piece[1:])) if k is not None})
+    while heap:
+        k = heapq.heappop(heap)
+        pair = pair_chars[k]
+        if pair not in piece:  # merged already, or a repeat
+            continue
+        new = new_char[k]
+        merged = piece.replace(pair, new)
+        if merges_log is not None:
+            made = len(piece) - len(merged)
+            # subtle: (a, a) overlaps itself: "aaa" holds it twice but merges it once
+            count = made if pair[0] != pair[1] else sum(map(pair.__eq__, map(str.__add__, piece, piece[1:])))
+            merges_log[k][0] += n * count
+            merges_log[k][1] += n * made
+        piece = merged
+        i = piece.find(new)
+        while i >= 0:  # the pairs the new token makes
+            for neighbours in (piece[i - 1:i + 1] if i else "", piece[i:i + 2]):
+                r = rank.get(neighbours)
+                if r is not None:
+                    heapq.heappush(heap, r)
+            i = piece.find(new, i + 1)
+    return piece

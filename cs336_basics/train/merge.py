@@ -36,7 +36,7 @@ from itertools import groupby
 from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
-from cs336_basics.train.forced import forced_pairs
+from cs336_basics.train.forced import apply_forced, forced_pairs
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -89,7 +89,7 @@ def train_merges(
     but merges it once.
     """
     num_shards = max(1, min(num_shards, len(word_counts))) if os.name == "posix" else 1
-    forced = forced_pairs(forced, _SHIFT)  # checked before any work
+    forced_ids = forced_pairs(forced, _SHIFT)[:max(num_merges, 0)]  # checked before any work
     allocator.return_large_blocks_at_once()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
@@ -102,14 +102,22 @@ def train_merges(
         words = [word for word, n in word_counts.items() if len(word) > 1 and n > 0]
         counts = list(map(word_counts.__getitem__, words))
         del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
+        forced_log = None
+        if forced_ids:  # made here, once per distinct piece of the words, rather than in the loop
+            forced_log = apply_forced(words, counts, forced[:len(forced_ids)], forced_ids, _SHIFT, merge_log is not None)
+            if any(len(word) < 2 for word in words):  # single tokens merge no more
+                counts = [n for word, n in zip(words, counts) if len(word) > 1]
+                words = [word for word in words if len(word) > 1]
+        encoded = bool(forced_ids)
         for k, remote in enumerate(remotes, start=1):
-            remote.start(words[k::num_shards], counts[k::num_shards], _LONG)
-        local = _Shard(words[::num_shards], counts[::num_shards])
+            remote.start(words[k::num_shards], counts[k::num_shards], _LONG, encoded)
+        local = _Shard(words[::num_shards], counts[::num_shards], encoded=encoded)
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
             _add(pair_counts, remote.receive())
-        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, known)
+        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced_ids, forced_log,
+                           known)
     finally:
         for remote in remotes:
             remote.close()
@@ -125,16 +133,29 @@ def _merge_loop(
     on_merge: Callable[[int], None] | None,
     merge_log: list[tuple[int, int]] | None,
     forced: list[int],
+    forced_log: list[tuple[int, int]] | None,
     known: set[bytes] | None,
 ) -> list[tuple[bytes, bytes]]:
-    """Choose and make the merges, the `forced` pairs first (for `known`, see `train_merges`). With
+    """Choose and make the merges after the `forced` pairs, which the shards' words have had made
+    already (`forced.apply_forced`; `forced_log` holds their merge log entries when `merge_log`
+    is wanted; for `known`, see `train_merges`). With
     remote shards, the next pair is usually chosen before their changes for the last merge are in
     (see `_Unheard`), so that they merge it while this process merges its own words, rather than
     each waiting for the other."""
     token_bytes = [bytes([i]) for i in range(256)]
+    merges: list[tuple[bytes, bytes]] = []
+    for pair in forced:
+        left, right = pair >> _SHIFT, pair & _RIGHT
+        merges.append((token_bytes[left], token_bytes[right]))
+        token_bytes.append(token_bytes[left] + token_bytes[right])
+    if known is not None:
+        known.update(token_bytes[256:])
+    if merge_log is not None:
+        merge_log += forced_log or ()
+    for number in range(1, len(forced) + 1) if on_merge is not None else ():
+        on_merge(number)
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = _PairQueue(pair_counts, token_key)
-    merges: list[tuple[bytes, bytes]] = []
     unheard: _Unheard | None = None
 
     def hear(merge: _Unheard) -> None:
@@ -151,13 +172,7 @@ def _merge_loop(
             on_merge(merge.number)
 
     while len(merges) < num_merges:
-        if len(merges) < len(forced):
-            if unheard is not None:  # a forced merge's count is logged: every change must be in
-                hear(unheard)
-                unheard = None
-            best = forced[len(merges)], queue.counts.pop(forced[len(merges)], 0)
-        else:
-            best = queue.pop_best()
+        best = queue.pop_best()
         if unheard is not None and (best is None or not unheard.cannot_change(*best)):
             if best is not None:
                 queue.put_back(*best)
@@ -172,7 +187,7 @@ def _merge_loop(
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])
         if known is not None:  # a chosen merge making no new token does not count: one more
-            num_merges += token_bytes[-1] in known and len(merges) > len(forced)
+            num_merges += token_bytes[-1] in known
             known.add(token_bytes[-1])
         token_key.append(_reversed_order_key(token_bytes[-1]))
 
@@ -386,10 +401,11 @@ class _Shard:
     ever grows, it never comes back to a pair it has left.
     """
 
-    def __init__(self, words: list[bytes], counts: list[int], long: int | None = None):
+    def __init__(self, words: list, counts: list[int], long: int | None = None, encoded: bool = False):
         """`words` are pre-tokens in UTF-8: each becomes a string with one character per token
-        (the byte tokens' ids are the bytes), made here, in the shard's own process."""
-        self.words = [word.decode("latin-1") for word in words]
+        (the byte tokens' ids are the bytes), made here, in the shard's own process; or, `encoded`,
+        such strings already (after forced merges)."""
+        self.words = words if encoded else [word.decode("latin-1") for word in words]
         self.counts = counts
         self.where: dict[int, int | tuple[int, ...]] = {}
         long = _LONG if long is None else long
@@ -572,8 +588,8 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
     gc.disable()
     allocator.return_large_blocks_at_once()
     try:
-        words, counts, long = inbox.recv()
-        shard = _Shard(words, counts, long)
+        words, counts, long, encoded = inbox.recv()
+        shard = _Shard(words, counts, long, encoded)
         del words
         outbox.send(shard.count_pairs())
         while True:
@@ -612,9 +628,10 @@ class _RemoteShard:
         self.inbox = Connection(inbox_w, readable=False)
         self.outbox = Connection(outbox_r, writable=False)
 
-    def start(self, words: list[bytes], counts: list[int], long: int) -> None:
-        """Give the shard its words (pre-tokens in UTF-8); it answers with their pair counts (see `receive`)."""
-        self._send((words, counts, long))
+    def start(self, words: list, counts: list[int], long: int, encoded: bool = False) -> None:
+        """Give the shard its words (pre-tokens in UTF-8, or `encoded` as `_Shard` takes them); it
+        answers with their pair counts (see `receive`)."""
+        self._send((words, counts, long, encoded))
 
     def send_merge(self, pair: int, new: str) -> None:
         self._send((pair, new))
