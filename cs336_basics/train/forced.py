@@ -61,44 +61,36 @@ def apply_forced(
         rank.setdefault(chr(pair >> shift) + chr(pair & mask), k)  # a pair forced again merges nothing more
     pair_chars = {k: p for p, k in rank.items()}
     split = _cutter(left + right for left, right in forced).split
-    pieces: dict[str, str] = {}  # piece (one character per byte) -> its tokens
+    # The pieces, each with its count in the corpus (one character per byte).
     weight: dict[str, int] = {}
+    get = weight.get
     for i, (word, n) in enumerate(zip(words, counts)):
-        tokens = []
-        for piece in split(word.decode("latin-1")):
-            done = pieces.get(piece)
-            if done is None:
-                done = pieces[piece] = _merge_piece(piece, rank, pair_chars, new_char)
-                weight[piece] = n
-            else:
-                weight[piece] += n
-            tokens.append(done)
-        words[i] = "".join(tokens)
-    if not log:
-        return None
-    merges_log = [[0, 0] for _ in pairs]
-    for piece, n in weight.items():
-        _merge_piece(piece, rank, pair_chars, new_char, merges_log, n)
-    return [(count, shrink) for count, shrink in merges_log]
+        words[i] = word = word.decode("latin-1")
+        for piece in split(word):
+            weight[piece] = get(piece, 0) + n
+    merges_log = [[0, 0] for _ in pairs] if log else None
+    for piece, n in weight.items():  # weight becomes piece -> its tokens
+        weight[piece] = _merge_piece(piece, rank, pair_chars, new_char, merges_log, n)
+    tokens_of = weight.__getitem__
+    for i, word in enumerate(words):
+        words[i] = "".join(map(tokens_of, split(word)))
+    return None if merges_log is None else [(count, shrink) for count, shrink in merges_log]
 
 
 def _cutter(tokens) -> "re.Pattern[str]":
-    """A pattern matching (empty) where a word may be cut: before or after a whitespace byte, where
-    no forced token holds the two bytes side by side (so no forced merge can join across). Text
-    is one character per byte (latin-1). Cutting at whitespace alone keeps the pattern fast; other
-    places would be as safe, but pieces already recur there."""
+    """A pattern matching (empty) where a word may be cut: before a space or a newline, where no
+    forced token holds the two bytes side by side (so no forced merge can join across). Text is one
+    character per byte (latin-1). Other places would be as safe; cutting there alone keeps the
+    pattern fast (some 30 MB/s), and the pieces (" the", "\nThe") recur."""
     joined = set()
     for token in tokens:
         text = token.decode("latin-1")
         joined.update(map(str.__add__, text, text[1:]))
     alternatives = []
-    for p in " \n\t\r":
+    for p in " \n":  # the lookahead first: it fails fast, at almost every place
         before = "".join(re.escape(chr(x)) for x in range(256) if chr(x) + p not in joined)
-        after = "".join(re.escape(chr(y)) for y in range(256) if p + chr(y) not in joined)
         if before:
-            alternatives.append(f"(?<=[{before}])(?={re.escape(p)})")
-        if after:
-            alternatives.append(f"(?<={re.escape(p)})(?=[{after}])")
+            alternatives.append(f"(?={re.escape(p)})(?<=[{before}])")
     return re.compile("|".join(alternatives) or "(?!)", re.DOTALL)
 
 
