@@ -35,11 +35,12 @@ def forced_pairs(forced, shift: int) -> list[int]:
 
 def apply_forced(
     words: list, counts: list[int], forced: list[tuple[bytes, bytes]], pairs: list[int], shift: int, log: bool,
-) -> list[tuple[int, int]] | None:
+) -> tuple[list[str], list[int], list[tuple[int, int]] | None]:
     """Make the forced merges (`forced`, named by their `pairs` as `forced_pairs` gives them) on
-    `words` (pre-tokens in UTF-8), in place: each becomes a string with one character per token id,
-    as the merge loop holds words. With `log`, return each forced merge's `(count, shrink)` for the
-    merge log: the pair's occurrences before it
+    `words` (pre-tokens in UTF-8, replaced in place): return the words left with two tokens or
+    more (all of them, as they are, when there are no forced merges), each a string with one character per token id as the merge loop holds words, their
+    counts, and with `log`, each forced merge's `(count, shrink)` for the merge log: the pair's
+    occurrences before it
     (overlaps count) and the merges it made, weighted by the words' `counts`. Exactly what making
     the forced merges one by one in every word gives, at a cost in proportion to the distinct pieces
     of the words rather than to the words times the merges.
@@ -54,6 +55,8 @@ def apply_forced(
     loop names tokens by the merge that made them (a token made twice has two ids, see above), and
     so does this one, which holds however the merges repeat a token.
     """
+    if not pairs:  # nothing to do: the words stay as they are
+        return words, counts, None
     new_char = [chr(256 + k) for k in range(len(pairs))]
     mask = (1 << shift) - 1
     rank: dict[str, int] = {}
@@ -74,7 +77,10 @@ def apply_forced(
     tokens_of = weight.__getitem__
     for i, word in enumerate(words):
         words[i] = "".join(map(tokens_of, split(word)))
-    return None if merges_log is None else [(count, shrink) for count, shrink in merges_log]
+    if any(len(word) < 2 for word in words):  # single tokens merge no more
+        counts = [n for word, n in zip(words, counts) if len(word) > 1]
+        words = [word for word in words if len(word) > 1]
+    return words, counts, None if merges_log is None else [(count, shrink) for count, shrink in merges_log]
 
 
 def _cutter(tokens) -> "re.Pattern[str]":
