@@ -108,9 +108,10 @@ def _merge_piece(piece: str, rank: dict[str, int], pair_chars: dict[int, str], n
     which only later merges use (a merge names a token by the merge that made it, see the module).
     With `merges_log`, adds to its item k the count and shrink of forced merge k in the piece,
     counted `n` times."""
-    heap = sorted({k for k in map(rank.get, map(str.__add__, piece, piece[1:])) if k is not None})
+    get, push, pop = rank.get, heapq.heappush, heapq.heappop
+    heap = sorted({k for k in map(get, map(str.__add__, piece, piece[1:])) if k is not None})
     while heap:
-        k = heapq.heappop(heap)
+        k = pop(heap)
         pair = pair_chars[k]
         if pair not in piece:  # merged already, or a repeat
             continue
@@ -125,9 +126,11 @@ def _merge_piece(piece: str, rank: dict[str, int], pair_chars: dict[int, str], n
         piece = merged
         i = piece.find(new)
         while i >= 0:  # the pairs the new token makes
-            for neighbours in (piece[i - 1:i + 1] if i else "", piece[i:i + 2]):
-                r = rank.get(neighbours)
-                if r is not None:
-                    heapq.heappush(heap, r)
+            r = get(piece[i - 1:i + 1]) if i else None
+            if r is not None:
+                push(heap, r)
+            r = get(piece[i:i + 2])
+            if r is not None:
+                push(heap, r)
             i = piece.find(new, i + 1)
     return piece
