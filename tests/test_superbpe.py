@@ -14,6 +14,7 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.encode import engines
 from cs336_basics.report import measures
 from cs336_basics.text import patterns
+from cs336_basics.train.forced import apply_forced, forced_pairs
 from tests.common import FIXTURES_PATH
 from tests.reference import reference_superbpe, reference_superbpe_pretokens
 
@@ -106,3 +107,57 @@ def test_bpe_train_superword_from(tmp_path):
     tok = Tokenizer.from_pretrained(tmp_path / "s")
     assert tok.pattern == "superbpe" and len(tok.vocab) == 600
     assert regex.search("pattern superbpe", done.stdout)
+
+
+# --- forced merges made before the loop (train/forced.py), against making them one by one ----------
+
+@st.composite
+def forced_merges(draw):
+    """Merges of tokens made from a few bytes, spaces and newlines among them, each of two tokens
+    made before; often a merge makes a token an earlier one made (("a", "ab") after ("aa", "b")),
+    or repeats a pair."""
+    tokens = [bytes([b]) for b in b"ab \n"]
+    merges = []
+    for _ in range(draw(st.integers(1, 25))):
+        left, right = draw(st.sampled_from(tokens)), draw(st.sampled_from(tokens))
+        merges.append((left, right))
+        tokens.append(left + right)
+    return merges
+
+
+def one_by_one(words, counts, forced):
+    """The words after making each forced merge in turn in every word (what the loop did before),
+    and each merge's (count, shrink): its pair's occurrences, overlaps counted, and merges made."""
+    pairs = forced_pairs(forced, 21)
+    words = [word.decode("latin-1") for word in words]
+    log = []
+    for k, pair in enumerate(pairs):
+        pair = chr(pair >> 21) + chr(pair & (1 << 21) - 1)
+        count = sum(n * sum(word[i:i + 2] == pair for i in range(len(word))) for word, n in zip(words, counts))
+        merged = [word.replace(pair, chr(256 + k)) for word in words]
+        log.append((count, sum(n * (len(a) - len(b)) for a, b, n in zip(words, merged, counts))))
+        words = merged
+    return words, log
+
+
+@settings(max_examples=300, deadline=None)
+@given(forced_merges(), st.lists(st.tuples(st.text(alphabet="ab \n", min_size=2, max_size=30), st.integers(1, 5)),
+                                 max_size=8, unique_by=lambda item: item[0]))
+def test_forced_merges_made_before_the_loop_are_the_merges_one_by_one(forced, items):
+    words, counts = [w.encode() for w, _ in items], [n for _, n in items]
+    expected, expected_log = one_by_one(words, counts, forced)
+    got, got_counts, log = apply_forced(list(words), counts, forced, forced_pairs(forced, 21), 21, True)
+    assert got == [w for w in expected if len(w) > 1]
+    assert got_counts == [n for w, n in zip(expected, counts) if len(w) > 1]
+    assert log == expected_log
+
+
+def test_a_token_made_twice_and_a_long_piece():
+    # "aab" made twice, by ("aa", "b") and ("a", "ab"), and named by the first ("aab", "aab");
+    # a merge joining across a space; a long piece (no space or newline in it).
+    forced = [(b"a", b"a"), (b"a", b"b"), (b"aa", b"b"), (b"a", b"ab"), (b"aab", b" "), (b"aab", b"aab")]
+    words = [b"aab aab", b"aaab\naab", b"ab" * 40 + b"aab" * 30, b"aaaab ab"]
+    counts = [3, 1, 2, 5]
+    expected, expected_log = one_by_one(words, counts, forced)
+    got, _, log = apply_forced(list(words), counts, forced, forced_pairs(forced, 21), 21, True)
+    assert got == expected and log == expected_log

@@ -36,7 +36,7 @@ from itertools import groupby
 from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
-from cs336_basics.train.forced import forced_pairs
+from cs336_basics.train.forced import apply_forced, forced_pairs
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -89,7 +89,7 @@ def train_merges(
     but merges it once.
     """
     num_shards = max(1, min(num_shards, len(word_counts))) if os.name == "posix" else 1
-    forced = forced_pairs(forced, _SHIFT)  # checked before any work
+    forced_ids = forced_pairs(forced, _SHIFT)[:max(num_merges, 0)]  # checked before any work
     allocator.return_large_blocks_at_once()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
@@ -97,11 +97,12 @@ def train_merges(
     try:
         # The other processes start first, so that their interpreters load while this one copies.
         remotes = [_RemoteShard() for _ in range(1, num_shards)]
-        # The pre-tokens that can merge (single tokens never do). Each shard turns its own into
-        # strings of token-id characters, so that this process makes none for the others' words.
+        # The pre-tokens that can merge (single tokens never do). Each shard makes its own strings (see _Shard).
         words = [word for word, n in word_counts.items() if len(word) > 1 and n > 0]
         counts = list(map(word_counts.__getitem__, words))
         del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
+        forced = forced[:len(forced_ids)]  # made on the words here, once per distinct piece, not in the loop
+        words, counts, forced_log = apply_forced(words, counts, forced, forced_ids, _SHIFT, merge_log is not None)
         for k, remote in enumerate(remotes, start=1):
             remote.start(words[k::num_shards], counts[k::num_shards], _LONG)
         local = _Shard(words[::num_shards], counts[::num_shards])
@@ -109,7 +110,7 @@ def train_merges(
         pair_counts = local.count_pairs()
         for remote in remotes:
             _add(pair_counts, remote.receive())
-        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, known)
+        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, forced_log, known)
     finally:
         for remote in remotes:
             remote.close()
@@ -124,17 +125,24 @@ def _merge_loop(
     num_merges: int,
     on_merge: Callable[[int], None] | None,
     merge_log: list[tuple[int, int]] | None,
-    forced: list[int],
+    forced: list[tuple[bytes, bytes]],
+    forced_log: list[tuple[int, int]] | None,
     known: set[bytes] | None,
 ) -> list[tuple[bytes, bytes]]:
-    """Choose and make the merges, the `forced` pairs first (for `known`, see `train_merges`). With
-    remote shards, the next pair is usually chosen before their changes for the last merge are in
-    (see `_Unheard`), so that they merge it while this process merges its own words, rather than
-    each waiting for the other."""
-    token_bytes = [bytes([i]) for i in range(256)]
+    """Choose and make the merges after the `forced` ones, made on the words already (with their
+    merge log entries `forced_log`; for `known`, see `train_merges`). With remote shards, the next
+    pair is usually chosen before their changes for the last merge are in (see `_Unheard`), so that
+    they merge it while this process merges its own words, rather than each waiting for the other."""
+    merges = list(forced)
+    token_bytes = [bytes([i]) for i in range(256)] + [left + right for left, right in merges]
+    if known is not None:
+        known.update(token_bytes[256:])
+    if merge_log is not None:
+        merge_log += forced_log or ()
+    for number in range(1, len(merges) + 1) if on_merge is not None else ():
+        on_merge(number)
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = _PairQueue(pair_counts, token_key)
-    merges: list[tuple[bytes, bytes]] = []
     unheard: _Unheard | None = None
 
     def hear(merge: _Unheard) -> None:
@@ -151,13 +159,7 @@ def _merge_loop(
             on_merge(merge.number)
 
     while len(merges) < num_merges:
-        if len(merges) < len(forced):
-            if unheard is not None:  # a forced merge's count is logged: every change must be in
-                hear(unheard)
-                unheard = None
-            best = forced[len(merges)], queue.counts.pop(forced[len(merges)], 0)
-        else:
-            best = queue.pop_best()
+        best = queue.pop_best()
         if unheard is not None and (best is None or not unheard.cannot_change(*best)):
             if best is not None:
                 queue.put_back(*best)
@@ -172,7 +174,7 @@ def _merge_loop(
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])
         if known is not None:  # a chosen merge making no new token does not count: one more
-            num_merges += token_bytes[-1] in known and len(merges) > len(forced)
+            num_merges += token_bytes[-1] in known
             known.add(token_bytes[-1])
         token_key.append(_reversed_order_key(token_bytes[-1]))
 
@@ -306,18 +308,17 @@ _SITES = "Q"
 
 
 class _LongWord:
-    """A long word as a linked list of tokens: `tokens[i]` is the token starting at position i (None
-    once it was merged into the token before it), and `nxt` / `prv` link the live positions (arrays
-    of C ints: a word holds two per token). Where its pairs occur is kept by its shard, for all its
-    long words at once (see `_Shard.long_sites`).
-    """
+    """A long word as a linked list of tokens: `tokens[i]` is the id of the token starting at position
+    i (-1 once merged into the token before it), `nxt` / `prv` link the live positions: three C ints
+    per token. Where its pairs occur is kept by its shard, for all its long words at once (see
+    `_Shard.long_sites`)."""
 
     __slots__ = ("tokens", "nxt", "prv")
 
     def __init__(self, word: str):
         n = len(word)
         code = "i" if n < 1 << 31 else "q"
-        self.tokens: list[str | None] = list(word)
+        self.tokens = array("i", map(ord, word))
         self.nxt = array(code, range(1, n + 1))  # n: no next token
         self.prv = array(code, range(-1, n - 1))  # -1: no previous token
 
@@ -329,35 +330,35 @@ class _LongWord:
         `n` times) to `change`, and the sites of the pairs made to `sites` (as `base | position`);
         return the number of merges made (by how many tokens the word shrank)."""
         a_id, b_id, c = pair_id >> _SHIFT, pair_id & _RIGHT, ord(new)
-        a, b, b_left, c_left = chr(a_id), chr(b_id), b_id << _SHIFT, c << _SHIFT
+        b_left, c_left = b_id << _SHIFT, c << _SHIFT
         tokens, nxt, prv = self.tokens, self.nxt, self.prv
         end = len(tokens)
         made = 0
         for pos in positions:
-            if tokens[pos] != a:
+            if tokens[pos] != a_id:
                 continue
             j = nxt[pos]
-            if j == end or tokens[j] != b:
+            if j == end or tokens[j] != b_id:
                 continue
             # subtle: the left neighbour may be a token this same merge just made; its pair with `a`
             # was counted as gained a moment ago and is taken back here, as the word now reads.
             p = prv[pos]
             if p >= 0:
-                x_left = ord(tokens[p]) << _SHIFT
+                x_left = tokens[p] << _SHIFT
                 change[x_left | a_id] -= n
                 q = x_left | c
                 change[q] += n
                 _add_site(sites, q, base | p)
             k = nxt[j]
             if k != end:
-                y_id = ord(tokens[k])
+                y_id = tokens[k]
                 change[b_left | y_id] -= n
                 q = c_left | y_id
                 change[q] += n
                 _add_site(sites, q, base | pos)
                 prv[k] = pos
-            tokens[pos] = new
-            tokens[j] = None
+            tokens[pos] = c
+            tokens[j] = -1
             nxt[pos] = k
             made += 1
         return made
@@ -386,10 +387,10 @@ class _Shard:
     ever grows, it never comes back to a pair it has left.
     """
 
-    def __init__(self, words: list[bytes], counts: list[int], long: int | None = None):
-        """`words` are pre-tokens in UTF-8: each becomes a string with one character per token
-        (the byte tokens' ids are the bytes), made here, in the shard's own process."""
-        self.words = [word.decode("latin-1") for word in words]
+    def __init__(self, words: list, counts: list[int], long: int | None = None):
+        """`words` are pre-tokens in UTF-8: each becomes a string with one character per token (the
+        byte tokens' ids are the bytes), made here, in the shard's own process; or such strings."""
+        self.words = [word.decode("latin-1") for word in words] if words and type(words[0]) is bytes else words
         self.counts = counts
         self.where: dict[int, int | tuple[int, ...]] = {}
         long = _LONG if long is None else long
@@ -414,7 +415,7 @@ class _Shard:
         long_sites = self.long_sites
         for i, long_word in self.long_words.items():
             n = counts[i]
-            word = "".join(long_word.tokens)  # no merge has been made yet
+            word = "".join(map(chr, long_word.tokens))  # no merge has been made yet
             by_pair: dict[str, list[int]] = defaultdict(list)
             for site, pair in enumerate(map(str.__add__, word, word[1:]), start=i << _SITE_SHIFT):
                 by_pair[pair].append(site)
@@ -612,8 +613,8 @@ class _RemoteShard:
         self.inbox = Connection(inbox_w, readable=False)
         self.outbox = Connection(outbox_r, writable=False)
 
-    def start(self, words: list[bytes], counts: list[int], long: int) -> None:
-        """Give the shard its words (pre-tokens in UTF-8); it answers with their pair counts (see `receive`)."""
+    def start(self, words: list, counts: list[int], long: int) -> None:
+        """Give the shard its words (as `_Shard` takes them); it answers with their pair counts (see `receive`)."""
         self._send((words, counts, long))
 
     def send_merge(self, pair: int, new: str) -> None:
