@@ -39,6 +39,7 @@ def test_forced_merges_match_the_naive_loop(text, other, num_forced, num_more):
     assert train_merges(counts_of(words), len(forced) + num_more, forced=forced) == expected
 
 
+@pytest.mark.slow
 def test_forced_merges_with_worker_shards_and_long_words():
     text = (FIXTURES_PATH / "english.txt").read_text()[:30_000]
     other = (FIXTURES_PATH / "german.txt").read_text()[:20_000]
@@ -122,6 +123,7 @@ def gpt2_and_extended(tmp_path_factory):
     return gpt2, Tokenizer(vocab, merges, SPECIALS), corpus.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_extended_gpt2_keeps_every_id_and_merge(gpt2_and_extended):
     gpt2, extended, _ = gpt2_and_extended
     assert len(extended.vocab) == len(gpt2.vocab) + 100 and len(extended.merges) == len(gpt2.merges) + 100
@@ -130,6 +132,7 @@ def test_extended_gpt2_keeps_every_id_and_merge(gpt2_and_extended):
     assert min(set(extended.vocab) - set(gpt2.vocab)) == 50257
 
 
+@pytest.mark.slow
 def test_extended_gpt2_uses_old_tokens_where_no_new_merge_applies(gpt2_and_extended):
     gpt2, extended, text = gpt2_and_extended
     text = text[:20_000] + "\nHello world, ünïcödé 🙂 and <|endoftext|> plain English prose."
@@ -144,6 +147,7 @@ def test_extended_gpt2_uses_old_tokens_where_no_new_merge_applies(gpt2_and_exten
     assert len(extended.encode(text)) < len(gpt2.encode(text))
 
 
+@pytest.mark.slow
 def test_extended_gpt2_saves_and_loads_in_every_format(gpt2_and_extended, tmp_path):
     _, extended, text = gpt2_and_extended
     text = text[:5000] + "<|endoftext|>tail"

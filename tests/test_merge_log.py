@@ -227,6 +227,7 @@ def shown_cells(merges, occurrences=True):
     return rows + [(readable_token(left), readable_token(right), readable_token(left + right)) for left, right in merges]
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(merges=merge_pairs, occurrences=st.booleans())
 def test_merge_log_reads_the_same_with_ours_csv_and_pandas(tmp_path, merges, occurrences):
