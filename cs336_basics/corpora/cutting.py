@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cs336_basics.text import patterns
+from cs336_basics.text.pretokenize import spanned_by_special
 
 # GPT-2's: a non-whitespace ASCII byte followed by an ASCII whitespace byte: cut after the first.
 _WS_BOUNDARY = patterns.get("gpt2").safe_cut_bytes
@@ -35,14 +36,6 @@ def _safe_cuts_in(
             i = window.find(s, i + 1)
     return iter(sorted(c for c in set(candidates) if c >= lo))
 
-
-def _covered(window: bytes, p: int, specials: list[bytes]) -> bool:
-    """Whether an occurrence of some special token starts before `p` and ends after it."""
-    for s in specials:
-        i = window.find(s, max(p - len(s) + 1, 0), p + len(s) - 1)
-        if i != -1 and i < p:
-            return True
-    return False
 
 
 def find_safe_cut(
@@ -69,7 +62,7 @@ def find_safe_cut(
         for c in _safe_cuts_in(window, pos - start, specials, boundary):
             if c >= limit or start + c >= stop:
                 break
-            if not _covered(window, c, specials):
+            if not spanned_by_special(window, c, specials):
                 return start + c
         if at_eof:
             break

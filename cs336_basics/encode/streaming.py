@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import re
 
+from cs336_basics.text.pretokenize import spanned_by_special
 from cs336_basics.text.surrogates import fix_surrogates
 
 # Text is searched for a cut once this many characters have come in since the last search.
@@ -77,11 +78,3 @@ def last_safe_cut(
         limit = cut - 1
     return 0, next_start
 
-
-def spanned_by_special(text: str, pos: int, special_tokens: list[str]) -> bool:
-    """Whether an occurrence of a special token in `text` starts before `pos` and ends after it."""
-    for token in special_tokens:
-        i = text.find(token, max(pos - len(token) + 1, 0), pos + len(token) - 1)
-        if i != -1 and i < pos:
-            return True
-    return False

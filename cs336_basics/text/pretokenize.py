@@ -34,6 +34,16 @@ def validate_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     return tokens
 
 
+def spanned_by_special(text, pos: int, special_tokens) -> bool:
+    """Whether an occurrence of one of `special_tokens` in `text` starts before `pos` and ends after
+    it (text and tokens both `str`, or both `bytes`): a cut at `pos` would split it."""
+    for token in special_tokens:
+        i = text.find(token, max(pos - len(token) + 1, 0), pos + len(token) - 1)
+        if i != -1 and i < pos:
+            return True
+    return False
+
+
 def special_token_regex(special_tokens: Iterable[str], *, keep: bool = False) -> re.Pattern[str] | None:
     """A pattern matching any special token literally: the leftmost occurrence, and of those
     starting there the longest (as Hugging Face's added tokens match); None when there are none.

@@ -21,9 +21,10 @@ from cs336_basics.train import counting
 from cs336_basics.train.merge import train_merges
 
 
-class TokenizerDefinition(NamedTuple):
-    """What training reads of a tokenizer it starts from: `formats.definition.TokenizerDefinition`'s
-    first four fields (which `bpe.train_bpe` passes; this package does not import `formats`)."""
+class BaseTokenizer(NamedTuple):
+    """What training reads of a tokenizer it starts from: the first four fields of
+    `formats.definition.TokenizerDefinition`, which `bpe.train_bpe` passes (this package does not
+    import `formats`; any object with these attributes will do)."""
 
     vocab: dict[int, bytes]
     merges: list[tuple[bytes, bytes]]
@@ -57,7 +58,7 @@ def check_vocab_size(vocab_size: int, special_tokens: list[str]) -> None:
 def train_on_files(
     input_path, vocab_size: int, special_tokens: list[str], *, pattern: str | None, num_workers: int | None,
     piece_size: int | None, executor: "concurrent.futures.Executor | None", text_field: str, progress: bool,
-    stats: dict | None, merge_log: list[tuple[int, int]] | None, start_from: TokenizerDefinition | None = None,
+    stats: dict | None, merge_log: list[tuple[int, int]] | None, start_from: BaseTokenizer | None = None,
     superword_from: int | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe`, which states the contract: the corpus resolved and planned into work units,
@@ -94,7 +95,7 @@ def train_on_files(
                                       progress, stage1, None, base=start_from)
         pattern = patterns.SUPERBPE
         if start_from is None:  # stage 2 may make a token twice: vocabulary and merges as an extension's
-            start_from = TokenizerDefinition({i: bytes([i]) for i in range(256)}, [], [], pattern)
+            start_from = BaseTokenizer({i: bytes([i]) for i in range(256)}, [], [], pattern)
         started = time.perf_counter()
     else:
         forced = None
@@ -128,7 +129,7 @@ def train_on_documents(
 def train_on_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], *, pattern: str, num_workers: int | None,
     progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, input_bytes: int | None,
-    started: float, start_from: TokenizerDefinition | None = None,
+    started: float, start_from: BaseTokenizer | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe_from_counts`, which states the contract: counts made before (the one item of
     `handed_over`, read since `started`, cut at `special_tokens`) go straight to `train_from_counts`:
@@ -148,7 +149,7 @@ def train_on_counts(
 def train_from_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], workers: int, started: float,
     size: int | None, progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, *,
-    base: TokenizerDefinition | None = None, forced: list[tuple[bytes, bytes]] | None = None,
+    base: BaseTokenizer | None = None, forced: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """The merges and vocabulary learned from pre-token counts, given as the one item of the list
     `handed_over`, which holds the only reference to them (the part `train_bpe` and
@@ -210,7 +211,7 @@ def train_from_counts(
 
 
 def extension_options(
-    special_tokens, pattern: str | None, start_from: TokenizerDefinition | None
+    special_tokens, pattern: str | None, start_from: BaseTokenizer | None
 ) -> tuple[list[str], str]:
     """The special tokens and pattern of a training run: with `start_from`, its special tokens come
     first (they cut the new corpus too) and its pattern is the default; another pattern is refused.
@@ -231,7 +232,7 @@ def extension_options(
 
 
 def checked_extension(special_tokens, pattern: str | None, vocab_size: int, num_workers: int | None,
-                      start_from: TokenizerDefinition | None) -> tuple[list[str], str]:
+                      start_from: BaseTokenizer | None) -> tuple[list[str], str]:
     """`checked_training_options` of a run that may extend `start_from` (see `extension_options`),
     whose vocabulary must hold at least that tokenizer and the special tokens it lacks."""
     special_tokens, pattern = extension_options(special_tokens, pattern, start_from)
@@ -242,13 +243,13 @@ def checked_extension(special_tokens, pattern: str | None, vocab_size: int, num_
     return special_tokens, pattern
 
 
-def new_special_tokens(base: TokenizerDefinition, special_tokens: list[str]) -> list[str]:
+def new_special_tokens(base: BaseTokenizer, special_tokens: list[str]) -> list[str]:
     """The special tokens that `base`'s vocabulary lacks, which an extension adds."""
     have = set(base.vocab.values())
     return [t for t in special_tokens if t.encode("utf-8") not in have]
 
 
-def extended_vocab(base: TokenizerDefinition, merges: list[tuple[bytes, bytes]], special_tokens: list[str]) -> dict[int, bytes]:
+def extended_vocab(base: BaseTokenizer, merges: list[tuple[bytes, bytes]], special_tokens: list[str]) -> dict[int, bytes]:
     """The vocabulary of `base` extended by `merges` (its own merges first): every id of `base` is
     kept; each new merge's token takes the next id above all of them, then the special tokens that
     `base` lacks. A new merge whose token is already in the vocabulary (a token `base` holds beyond
@@ -266,7 +267,7 @@ def extended_vocab(base: TokenizerDefinition, merges: list[tuple[bytes, bytes]],
     return vocab
 
 
-def smallest_vocab(special_tokens: list[str], start_from: TokenizerDefinition | None) -> int:
+def smallest_vocab(special_tokens: list[str], start_from: BaseTokenizer | None) -> int:
     """The smallest vocabulary a run can have: 256 bytes and the special tokens, or the tokenizer
     extended with the special tokens it lacks."""
     if start_from is None:
@@ -275,7 +276,7 @@ def smallest_vocab(special_tokens: list[str], start_from: TokenizerDefinition | 
 
 
 def check_transition(superword_from: int, vocab_size: int, special_tokens: list[str],
-                     start_from: TokenizerDefinition | None) -> None:
+                     start_from: BaseTokenizer | None) -> None:
     """ValueError unless the SuperBPE transition is an int from the smallest vocabulary (256 bytes
     and the special tokens, or the tokenizer extended) to `vocab_size`."""
     smallest = smallest_vocab(special_tokens, start_from)
