@@ -247,3 +247,22 @@ def test_the_size_check_sees_what_it_claims(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert oversized() == ["cs336_basics.cli: 401 lines", "cs336_basics.long.f: 101 lines",
                            "cs336_basics.long.Tokenizer: 251 lines"]
+
+
+def test_training_loads_no_numpy(tmp_path):
+    """Training needs no NumPy, and loading it costs each process some 15 MiB (the counting workers
+    are forks, and hold what the parent held): the face, the command line and a whole training run
+    must not import it. Encoding and datasets import it where they use it."""
+    import subprocess
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat<|endoftext|>a dog ran\n" * 50, encoding="utf-8")
+    code = (
+        "import sys\n"
+        "import cs336_basics.bpe, cs336_basics.cli\n"
+        "from cs336_basics.bpe import train_bpe\n"
+        f"train_bpe({str(corpus)!r}, 300, ['<|endoftext|>'], num_workers=1)\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

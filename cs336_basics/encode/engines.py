@@ -38,8 +38,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from cs336_basics.encode.protocol import TokenizerLike
 from cs336_basics.errors import missing_extra
@@ -47,6 +46,9 @@ from cs336_basics.formats.tiktoken import ranks_from_vocab
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import special_token_regex
 from cs336_basics.text.surrogates import fix_surrogates
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENGINES = ("python", "tiktoken", "auto")
 
@@ -240,20 +242,23 @@ def _first_differing(finder, text: str) -> "tuple[str, int] | None":
     return c, text.index(c)
 
 
-def encode_text(choice: Choice, tokenizer: TokenizerLike, text: str) -> np.ndarray:
+def encode_text(choice: Choice, tokenizer: TokenizerLike, text: str) -> "np.ndarray":
     """The ids of `text` (special tokens allowed, surrogates fixed), as the Python engine gives
     them, by the chosen engine; a uint32 array for tiktoken, `tokenizer.packed_dtype` for ours.
 
     Raises ValueError under a strict tiktoken choice when a document holds a character whose
     Unicode class differs between the engines."""
+    import numpy as np  # here, not above: training imports this module, and needs no NumPy
+
     if choice.engine == "python":
         return np.frombuffer(tokenizer.encode_packed(text), dtype=tokenizer.packed_dtype)
     return np.concatenate(encode_texts(choice, tokenizer, [text]) or [np.zeros(0, np.uint32)])
 
 
-def encode_texts(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> list[np.ndarray]:
+def encode_texts(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> "list[np.ndarray]":
     """`encode_text` of each text, spread over `choice.threads` threads (tiktoken lets go of the
     GIL while it encodes): the texts, or the documents of a single text."""
+    import numpy as np
     if choice.engine == "python":
         return [encode_text(choice, tokenizer, text) for text in texts]
     texts = [fix_surrogates(text) for text in texts]
@@ -262,7 +267,7 @@ def encode_texts(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> 
         return _by_documents(choice, tokenizer, texts)
     allowed = frozenset(choice.special_ids)
 
-    def encode(text: str) -> np.ndarray:
+    def encode(text: str) -> "np.ndarray":
         # One call per text: tiktoken cuts it at the special tokens, and its ids come back as an
         # array, not as a list of ints to convert (a third of what tiktoken itself takes on prose).
         # Without special tokens `encode_ordinary` is the faster (tiktoken's search for the
@@ -279,9 +284,10 @@ def encode_texts(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> 
     return [encode(text) for text in texts]
 
 
-def _by_documents(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> list[np.ndarray]:
+def _by_documents(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) -> "list[np.ndarray]":
     """`encode_texts` of texts (surrogates fixed) cut at the special tokens by us, each document
     between them handed to tiktoken alone, or to ours when it holds a differing character."""
+    import numpy as np
     special_re = special_token_regex(tokenizer.special_tokens, keep=True)
     special_ids = choice.special_ids
     # Each text as its parts: documents (even positions) and special tokens (odd ones).
@@ -309,6 +315,7 @@ def _by_documents(choice: Choice, tokenizer: TokenizerLike, texts: list[str]) ->
 
 def _document_encoder(choice: Choice, tokenizer: TokenizerLike):
     """A function from a document (no special tokens, no surrogates) to its ids as a list."""
+    import numpy as np
     encoding, finder = warm_up(choice)
     encode_ordinary = encoding.encode_ordinary
 
