@@ -101,21 +101,41 @@ def train_merges(
         words = [word for word, n in word_counts.items() if len(word) > 1 and n > 0]
         counts = list(map(word_counts.__getitem__, words))
         del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
-        forced = forced[:len(forced_ids)]  # made on the words here, once per distinct piece, not in the loop
-        words, counts, forced_log = apply_forced(words, counts, forced, forced_ids, _SHIFT, merge_log is not None)
+        # The forced merges are made on the words before the loop, by each shard on its own words, at
+        # once (once per distinct piece in a shard, see `apply_forced`).
+        forced = forced[:len(forced_ids)]
+        log = merge_log is not None
         for k, remote in enumerate(remotes, start=1):
-            remote.start(words[k::num_shards], counts[k::num_shards], _LONG)
-        local = _Shard(words[::num_shards], counts[::num_shards])
+            remote.start(words[k::num_shards], counts[k::num_shards], _LONG, forced, log)
+        local, forced_log = _prepared_shard(words[::num_shards], counts[::num_shards], _LONG, forced, log)
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
-            _add(pair_counts, remote.receive())
+            remote_counts, remote_log = remote.receive()
+            _add(pair_counts, remote_counts)
+            forced_log = _added_logs(forced_log, remote_log)
         return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, forced_log, known)
     finally:
         for remote in remotes:
             remote.close()
         if gc_was_enabled:
             gc.enable()
+
+
+def _prepared_shard(
+    words: list, counts: list[int], long: int, forced: list[tuple[bytes, bytes]], log: bool
+) -> tuple["_Shard", list[tuple[int, int]] | None]:
+    """A shard of `words` (pre-tokens in UTF-8) and their `counts`, with the `forced` merges made on
+    them, and with `log`, each forced merge's `(count, shrink)` in these words (see `apply_forced`)."""
+    words, counts, forced_log = apply_forced(words, counts, forced, forced_pairs(forced, _SHIFT), _SHIFT, log)
+    return _Shard(words, counts, long), forced_log
+
+
+def _added_logs(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
+    """Two shards' forced merge logs added up, merge by merge."""
+    if a is None or b is None:
+        return a if b is None else b
+    return [(count + other, shrink + more) for (count, shrink), (other, more) in zip(a, b)]
 
 
 def _merge_loop(
@@ -573,10 +593,10 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
     gc.disable()
     allocator.return_large_blocks_at_once()
     try:
-        words, counts, long = inbox.recv()
-        shard = _Shard(words, counts, long)
-        del words
-        outbox.send(shard.count_pairs())
+        words, counts, long, forced, log = inbox.recv()
+        shard, forced_log = _prepared_shard(words, counts, long, forced, log)
+        del words, counts
+        outbox.send((shard.count_pairs(), forced_log))
         while True:
             _wait_for(inbox)
             message = inbox.recv()
@@ -613,9 +633,10 @@ class _RemoteShard:
         self.inbox = Connection(inbox_w, readable=False)
         self.outbox = Connection(outbox_r, writable=False)
 
-    def start(self, words: list, counts: list[int], long: int) -> None:
-        """Give the shard its words (as `_Shard` takes them); it answers with their pair counts (see `receive`)."""
-        self._send((words, counts, long))
+    def start(self, words: list, counts: list[int], long: int, forced: list[tuple[bytes, bytes]], log: bool) -> None:
+        """Give the shard its words (pre-tokens in UTF-8) and the forced merges to make on them (see
+        `_prepared_shard`); it answers with their pair counts and forced merge log (see `receive`)."""
+        self._send((words, counts, long, forced, log))
 
     def send_merge(self, pair: int, new: str) -> None:
         self._send((pair, new))
@@ -627,7 +648,8 @@ class _RemoteShard:
             pass
 
     def receive(self):
-        """The shard's next answer: its pair counts first, then `(pairs, changes, shrink)` for each merge."""
+        """The shard's next answer: its pair counts and forced merge log first, then `(pairs, changes,
+        shrink)` for each merge."""
         try:
             _wait_for(self.outbox)
             return self.outbox.recv()
