@@ -318,17 +318,17 @@ class InProcessShard:
 def _chosen_early(monkeypatch) -> list[bool]:
     """Record, for each pair chosen while a merge's remote changes were not in, whether it was
     taken then."""
-    from cs336_basics.train import merge
+    from cs336_basics.train import merge, pair_queue
 
     seen: list[bool] = []
-    check = merge._Unheard.cannot_change
+    check = pair_queue.Unheard.cannot_change
 
     def recorded(self, pair, count):
         seen.append(check(self, pair, count))
         return seen[-1]
 
     monkeypatch.setattr(merge, "_RemoteShard", InProcessShard)
-    monkeypatch.setattr(merge._Unheard, "cannot_change", recorded)
+    monkeypatch.setattr(pair_queue.Unheard, "cannot_change", recorded)
     return seen
 
 
@@ -531,14 +531,15 @@ def test_pair_queue_pops_what_a_plain_max_would(data):
     # The queue keeps most pairs out of its heap (below a floor that halves as counts fall) and
     # files stale entries again; a plain max over the counts is the oracle. Counts may only rise
     # for pairs that are absent (as in the merge loop, where only new pairs gain).
-    from cs336_basics.train.merge import _PairQueue, _pair_chars, _pair_id
+    from cs336_basics.train.merge import _pair_chars, _pair_id
+    from cs336_basics.train.pair_queue import PairQueue
 
     tokens = _QUEUE_TOKENS[:-2] + [bytes([i]) for i in range(256)]  # distinct byte strings
     chars = [chr(i) for i in range(len(tokens))]
     token_key = [_reversed_order_key(t) for t in tokens]
     pair = st.tuples(st.sampled_from(chars), st.sampled_from(chars)).map("".join).map(_pair_id)
     counts = data.draw(st.dictionaries(pair, st.integers(1, 5000), max_size=30))
-    queue = _PairQueue(dict(counts), token_key)
+    queue = PairQueue(dict(counts), token_key)
 
     def oracle_best():
         live = [(n, tokens[ord(_pair_chars(p)[0])], tokens[ord(_pair_chars(p)[1])], p) for p, n in counts.items() if n > 0]
