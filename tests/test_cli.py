@@ -107,11 +107,11 @@ def test_a_killed_merge_worker_ends_train_with_one_line(tmp_path, capsys, monkey
     killed = []
 
     class KilledShard(merge._RemoteShard):
-        def start(self, words, counts, long):
+        def start(self, *args):
             self.process.kill()
             self.process.wait()
             killed.append(self.process.pid)
-            super().start(words, counts, long)
+            super().start(*args)
 
     monkeypatch.setattr(trainer, "PARALLEL_MIN_WORDS", 1)
     monkeypatch.setattr(merge, "_RemoteShard", KilledShard)

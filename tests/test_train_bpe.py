@@ -297,11 +297,11 @@ class InProcessShard:
     with its shards (the next pair chosen before their changes are in) can be checked on many
     inputs fast. It answers in order, as the process would, and only what was asked."""
 
-    def start(self, words, counts, long):
+    def start(self, words, counts, long, forced, log):
         from cs336_basics.train import merge
 
-        self.shard = merge._Shard(words, counts, long)
-        self.answers = [self.shard.count_pairs()]
+        self.shard, forced_log = merge._prepared_shard(words, counts, long, forced, log)
+        self.answers = [(self.shard.count_pairs(), forced_log)]
 
     def send_merge(self, pair, new):
         from cs336_basics.train import merge
@@ -318,17 +318,17 @@ class InProcessShard:
 def _chosen_early(monkeypatch) -> list[bool]:
     """Record, for each pair chosen while a merge's remote changes were not in, whether it was
     taken then."""
-    from cs336_basics.train import merge
+    from cs336_basics.train import merge, pair_queue
 
     seen: list[bool] = []
-    check = merge._Unheard.cannot_change
+    check = pair_queue.Unheard.cannot_change
 
     def recorded(self, pair, count):
         seen.append(check(self, pair, count))
         return seen[-1]
 
     monkeypatch.setattr(merge, "_RemoteShard", InProcessShard)
-    monkeypatch.setattr(merge._Unheard, "cannot_change", recorded)
+    monkeypatch.setattr(pair_queue.Unheard, "cannot_change", recorded)
     return seen
 
 
@@ -351,6 +351,23 @@ def test_choosing_the_next_pair_before_the_shards_answer_changes_nothing(monkeyp
     assert [(count, tokens := tokens - shrink) for count, shrink in log] == expected_log
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_small_words, _small_words, st.integers(2, 3), st.integers(0, 12), st.sampled_from([1, 3, 256]))
+def test_forced_merges_made_by_each_shard_add_up_to_the_whole(monkeypatch, counts, other, num_shards, num_forced, long):
+    # Each shard makes the forced merges on its own words and logs them: the logs added up, and the
+    # merges after, must be those of one shard holding every word (long words too, `long` small).
+    from cs336_basics.train import merge
+
+    forced = train_merges(other, num_forced)
+    expected_log: list[tuple[int, int]] = []
+    expected = train_merges(counts, len(forced) + 8, forced=forced, merge_log=expected_log)
+    monkeypatch.setattr(merge, "_RemoteShard", InProcessShard)
+    monkeypatch.setattr(merge, "_LONG", long)
+    log: list[tuple[int, int]] = []
+    assert train_merges(counts, len(forced) + 8, num_shards=num_shards, forced=forced, merge_log=log) == expected
+    assert log == expected_log
+
+
 @pytest.mark.slow
 def test_the_next_pair_is_often_chosen_before_the_shards_answer(monkeypatch):
     seen = _chosen_early(monkeypatch)
@@ -371,9 +388,9 @@ def test_sharded_training_through_train_bpe(tmp_path, monkeypatch, workers):
     started = []
 
     class CountedShard(merge._RemoteShard):
-        def start(self, words, counts, long):
+        def start(self, words, counts, long, forced, log):
             started.append(len(words))
-            super().start(words, counts, long)
+            super().start(words, counts, long, forced, log)
 
     monkeypatch.setattr(trainer, "PARALLEL_MIN_WORDS", 1)
     monkeypatch.setattr(merge, "_RemoteShard", CountedShard)
@@ -514,14 +531,15 @@ def test_pair_queue_pops_what_a_plain_max_would(data):
     # The queue keeps most pairs out of its heap (below a floor that halves as counts fall) and
     # files stale entries again; a plain max over the counts is the oracle. Counts may only rise
     # for pairs that are absent (as in the merge loop, where only new pairs gain).
-    from cs336_basics.train.merge import _PairQueue, _pair_chars, _pair_id
+    from cs336_basics.train.merge import _pair_chars, _pair_id
+    from cs336_basics.train.pair_queue import PairQueue
 
     tokens = _QUEUE_TOKENS[:-2] + [bytes([i]) for i in range(256)]  # distinct byte strings
     chars = [chr(i) for i in range(len(tokens))]
     token_key = [_reversed_order_key(t) for t in tokens]
     pair = st.tuples(st.sampled_from(chars), st.sampled_from(chars)).map("".join).map(_pair_id)
     counts = data.draw(st.dictionaries(pair, st.integers(1, 5000), max_size=30))
-    queue = _PairQueue(dict(counts), token_key)
+    queue = PairQueue(dict(counts), token_key)
 
     def oracle_best():
         live = [(n, tokens[ord(_pair_chars(p)[0])], tokens[ord(_pair_chars(p)[1])], p) for p, n in counts.items() if n > 0]

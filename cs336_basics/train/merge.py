@@ -14,7 +14,7 @@ How it stays fast in pure Python:
   summed per neighbour afterwards, in C, and those lists become the new pairs' index entries;
 - the best pair comes from a lazy max-heap that holds only the pairs counted above a floor; the rest
   wait in buckets until the floor comes down to them, since most pairs never come near the top
-  (see `_PairQueue`);
+  (see `pair_queue.PairQueue`);
 - the words can be split into shards, each merged by its own process (a fresh interpreter given only
   its words): a shard reports how the pair counts changed, and this process adds the changes up and
   chooses the next pair;
@@ -24,7 +24,6 @@ How it stays fast in pure Python:
 """
 
 import gc
-import heapq
 import os
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
 from cs336_basics.train.forced import apply_forced, forced_pairs
+from cs336_basics.train.pair_queue import RIGHT, SHIFT, PairQueue, Unheard
 
 
 def _reversed_order_key(token: bytes) -> str:
@@ -49,9 +49,8 @@ def _reversed_order_key(token: bytes) -> str:
     return "".join([chr(255 - b) for b in token]) + "\u0100"
 
 
-# A pair of token ids (left, right) is the int left << _SHIFT | right: every code point fits in 21 bits.
-_SHIFT = 21
-_RIGHT = (1 << _SHIFT) - 1
+# A pair of token ids (left, right) is the int left << _SHIFT | right (see `pair_queue`).
+_SHIFT, _RIGHT = SHIFT, RIGHT
 
 
 def _pair_id(pair: str) -> int:
@@ -101,21 +100,41 @@ def train_merges(
         words = [word for word, n in word_counts.items() if len(word) > 1 and n > 0]
         counts = list(map(word_counts.__getitem__, words))
         del word_counts  # freed here when the caller handed over its only reference (as train_bpe does)
-        forced = forced[:len(forced_ids)]  # made on the words here, once per distinct piece, not in the loop
-        words, counts, forced_log = apply_forced(words, counts, forced, forced_ids, _SHIFT, merge_log is not None)
+        # The forced merges are made on the words before the loop, by each shard on its own words, at
+        # once (once per distinct piece in a shard, see `apply_forced`).
+        forced = forced[:len(forced_ids)]
+        log = merge_log is not None
         for k, remote in enumerate(remotes, start=1):
-            remote.start(words[k::num_shards], counts[k::num_shards], _LONG)
-        local = _Shard(words[::num_shards], counts[::num_shards])
+            remote.start(words[k::num_shards], counts[k::num_shards], _LONG, forced, log)
+        local, forced_log = _prepared_shard(words[::num_shards], counts[::num_shards], _LONG, forced, log)
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
-            _add(pair_counts, remote.receive())
+            remote_counts, remote_log = remote.receive()
+            _add(pair_counts, remote_counts)
+            forced_log = _added_logs(forced_log, remote_log)
         return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, forced_log, known)
     finally:
         for remote in remotes:
             remote.close()
         if gc_was_enabled:
             gc.enable()
+
+
+def _prepared_shard(
+    words: list, counts: list[int], long: int, forced: list[tuple[bytes, bytes]], log: bool
+) -> tuple["_Shard", list[tuple[int, int]] | None]:
+    """A shard of `words` (pre-tokens in UTF-8) and their `counts`, with the `forced` merges made on
+    them, and with `log`, each forced merge's `(count, shrink)` in these words (see `apply_forced`)."""
+    words, counts, forced_log = apply_forced(words, counts, forced, forced_pairs(forced, _SHIFT), _SHIFT, log)
+    return _Shard(words, counts, long), forced_log
+
+
+def _added_logs(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
+    """Two shards' forced merge logs added up, merge by merge."""
+    if a is None or b is None:
+        return a if b is None else b
+    return [(count + other, shrink + more) for (count, shrink), (other, more) in zip(a, b)]
 
 
 def _merge_loop(
@@ -131,7 +150,7 @@ def _merge_loop(
 ) -> list[tuple[bytes, bytes]]:
     """Choose and make the merges after the `forced` ones, made on the words already (with their
     merge log entries `forced_log`; for `known`, see `train_merges`). With remote shards, the next
-    pair is usually chosen before their changes for the last merge are in (see `_Unheard`), so that
+    pair is usually chosen before their changes for the last merge are in (see `Unheard`), so that
     they merge it while this process merges its own words, rather than each waiting for the other."""
     merges = list(forced)
     token_bytes = [bytes([i]) for i in range(256)] + [left + right for left, right in merges]
@@ -142,10 +161,10 @@ def _merge_loop(
     for number in range(1, len(merges) + 1) if on_merge is not None else ():
         on_merge(number)
     token_key = [_reversed_order_key(t) for t in token_bytes]
-    queue = _PairQueue(pair_counts, token_key)
-    unheard: _Unheard | None = None
+    queue = PairQueue(pair_counts, token_key)
+    unheard: Unheard | None = None
 
-    def hear(merge: _Unheard) -> None:
+    def hear(merge: Unheard) -> None:
         """Add the remote shards' changes for `merge`; then it is done."""
         gained, shrink = [], merge.shrink
         for remote in remotes:
@@ -186,109 +205,13 @@ def _merge_loop(
         if unheard is not None:  # the remote shards have made that merge by now, or soon will
             hear(unheard)
         largest_new = max(map(change.__getitem__, gained), default=0) if remotes else 0
-        unheard = _Unheard(len(merges), pair, count, shrink, largest_new)
+        unheard = Unheard(len(merges), pair, count, shrink, largest_new)
         if not remotes:
             hear(unheard)
             unheard = None
     if unheard is not None:
         hear(unheard)
     return merges
-
-
-class _Unheard:
-    """A merge whose changes from the remote shards are not in yet, and what they may change.
-
-    In each word a merge of (a, b) into c takes away pairs (x, a) and (b, y) and makes pairs that
-    hold c; no other pair's count changes. The remote shards make each such pair at most once per
-    merge site, and they hold at most `count - shrink` of the merged pair's occurrences (this
-    process merged `shrink` of them, each taking one). So a pair holding c counts at most
-    `largest_new` (the largest count of such a pair this process made) plus `count - shrink`.
-    The best pair without the remote changes is the best with them if it counts more than that
-    (then it holds no c) and is neither (x, a) nor (b, y), which keep their counts otherwise.
-    """
-
-    __slots__ = ("number", "count", "shrink", "a", "b", "bound")
-
-    def __init__(self, number: int, pair: int, count: int, shrink: int, largest_new: int):
-        self.number, self.count, self.shrink = number, count, shrink
-        self.a, self.b = pair >> _SHIFT, pair & _RIGHT
-        self.bound = largest_new + count - shrink
-
-    def cannot_change(self, pair: int, count: int) -> bool:
-        """Whether the remote changes for this merge cannot keep `pair`, the best pair without
-        them, with `count`, from being the best."""
-        left, right = pair >> _SHIFT, pair & _RIGHT
-        return count > self.bound and left != self.b and right != self.a
-
-
-class _PairQueue:
-    """The pair counts, and the most frequent pair found fast: a lazy max-heap plus a waiting room.
-
-    Heap entries sort by count, then by the reversed-order keys of the two tokens, so the smallest
-    entry is the most frequent pair and, among equals, the greatest (left bytes, right bytes). An
-    entry may overstate its pair's count (counts fall as merges take pairs apart); a popped entry
-    whose count fell is filed again with its current count.
-
-    Most pairs never come near the top, so pairs counted below `floor` (a power of two) wait in
-    buckets by their count's bit length instead of taking heap pushes. A pair's count only rises
-    when the pair is new, so a waiting pair is never under-filed; when the heap runs empty, the
-    floor halves and the bucket just under it moves into the heap. An entry enters the heap only at
-    or above the floor, which never rises, so a current entry is at least every waiting pair.
-    """
-
-    def __init__(self, counts: dict[int, int], token_key: list[str]):
-        self.counts = counts
-        self.token_key = token_key
-        top = max(counts.values(), default=0)
-        self.floor = 1 << max(top.bit_length() - 1, 0)
-        self.waiting: dict[int, list[int]] = defaultdict(list)
-        self.heap: list[tuple[int, str, int]] = []
-        self.file(list(counts))
-        heapq.heapify(self.heap)
-
-    def file(self, pairs: list[int]) -> None:
-        """Give each pair (with a positive count) a heap entry, or a place in the waiting room."""
-        counts, key, floor, heap, waiting = self.counts, self.token_key, self.floor, self.heap, self.waiting
-        for pair in pairs:
-            n = counts.get(pair, 0)
-            if n >= floor:
-                heapq.heappush(heap, (-n, key[pair >> _SHIFT] + key[pair & _RIGHT], pair))
-            elif n > 0:
-                waiting[n.bit_length()].append(pair)
-
-    def apply(self, change: Iterable[tuple[int, int]]) -> list[int]:
-        """Add count changes, given as (pair, change) items; return the pairs that gained (new
-        pairs, to be filed)."""
-        counts = self.counts
-        get = counts.get
-        gained = []
-        for p, d in change:
-            counts[p] = get(p, 0) + d
-            if d > 0:
-                gained.append(p)
-        return gained
-
-    def put_back(self, pair: int, count: int) -> None:
-        """Undo `pop_best`, which returned (pair, count)."""
-        self.counts[pair] = count
-        self.file([pair])
-
-    def pop_best(self) -> tuple[int, int] | None:
-        """Remove and return the most frequent pair and its count, or None when no pair is left."""
-        heap, counts = self.heap, self.counts
-        while True:
-            if not heap:
-                if self.floor == 1:
-                    return None
-                self.floor //= 2
-                self.file(self.waiting.pop(self.floor.bit_length(), []))
-                continue
-            neg_count, _, pair = heapq.heappop(heap)
-            current = counts.get(pair, 0)
-            if current == -neg_count:
-                del counts[pair]  # every occurrence is merged
-                return pair, current
-            self.file([pair])  # stale: the count fell since this entry was filed
 
 
 def _add(total: dict[int, int], counts: dict[int, int]) -> None:
@@ -573,10 +496,10 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
     gc.disable()
     allocator.return_large_blocks_at_once()
     try:
-        words, counts, long = inbox.recv()
-        shard = _Shard(words, counts, long)
-        del words
-        outbox.send(shard.count_pairs())
+        words, counts, long, forced, log = inbox.recv()
+        shard, forced_log = _prepared_shard(words, counts, long, forced, log)
+        del words, counts
+        outbox.send((shard.count_pairs(), forced_log))
         while True:
             _wait_for(inbox)
             message = inbox.recv()
@@ -613,9 +536,10 @@ class _RemoteShard:
         self.inbox = Connection(inbox_w, readable=False)
         self.outbox = Connection(outbox_r, writable=False)
 
-    def start(self, words: list, counts: list[int], long: int) -> None:
-        """Give the shard its words (as `_Shard` takes them); it answers with their pair counts (see `receive`)."""
-        self._send((words, counts, long))
+    def start(self, words: list, counts: list[int], long: int, forced: list[tuple[bytes, bytes]], log: bool) -> None:
+        """Give the shard its words (pre-tokens in UTF-8) and the forced merges to make on them (see
+        `_prepared_shard`); it answers with their pair counts and forced merge log (see `receive`)."""
+        self._send((words, counts, long, forced, log))
 
     def send_merge(self, pair: int, new: str) -> None:
         self._send((pair, new))
@@ -627,7 +551,8 @@ class _RemoteShard:
             pass
 
     def receive(self):
-        """The shard's next answer: its pair counts first, then `(pairs, changes, shrink)` for each merge."""
+        """The shard's next answer: its pair counts and forced merge log first, then `(pairs, changes,
+        shrink)` for each merge."""
         try:
             _wait_for(self.outbox)
             return self.outbox.recv()
