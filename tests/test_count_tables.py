@@ -279,3 +279,11 @@ def test_start_from_with_counts_on_the_command_line_and_what_it_refuses(tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--superword-from" in err[0]
     assert not (tmp_path / "no").exists()
+
+
+def test_the_default_shard_is_one_per_worker_between_1_mib_and_1_gib():
+    from cs336_basics.counts.writer import default_piece_size
+
+    assert default_piece_size(1000 << 20, 2) == 500 << 20
+    assert default_piece_size(1000, 4) == 1 << 20
+    assert default_piece_size(11 << 30, 2) == 1 << 30

@@ -45,11 +45,13 @@ class Counted:
 
 
 def default_piece_size(total_bytes: int, num_workers: int) -> int:
-    """Bytes per shard: two per worker, at least 1 MiB and at most 1 GiB. Each shard's counts are
-    made on their own (a worker turns its chunks into pre-tokens once per shard), so fewer, larger
-    shards count faster; more shards lose less to a stop."""
+    """Bytes per shard: one shard per worker, at least 1 MiB and at most 1 GiB. Each shard's counts
+    are made on their own (a worker turns its chunks into pre-tokens once per shard, and sorts
+    them), so fewer, larger shards count faster: on 128 MB of web-like text, counting it as two
+    shards took 1.17x the CPU time of one, as four 1.47x. More shards lose less to a stop; past
+    2 GiB for two workers the cap gives more shards anyway."""
     per_worker = -(-total_bytes // max(num_workers, 1))
-    return min(max(per_worker // 2, 1 << 20), 1 << 30)
+    return min(max(per_worker, 1 << 20), 1 << 30)
 
 
 def count_shard(units: Sequence[sources.WorkUnit], folder: str, index: int) -> dict:
