@@ -106,7 +106,8 @@ def train_merges(
         log = merge_log is not None
         for k, remote in enumerate(remotes, start=1):
             remote.start(words[k::num_shards], counts[k::num_shards], _LONG, forced, log)
-        local, forced_log = _prepared_shard(words[::num_shards], counts[::num_shards], _LONG, forced, log)
+        words, counts = words[::num_shards], counts[::num_shards]  # the other shards' words are freed
+        local, forced_log = _prepared_shard(words, counts, _LONG, forced, log)
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
