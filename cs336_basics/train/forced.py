@@ -72,6 +72,7 @@ def apply_forced(
     if not pairs:  # nothing to do: the words stay as they are
         return words, counts, None
     split = _cutter(left + right for left, right in forced).split
+    merge = _piece_merger(pairs, shift)
     tokens_of: dict[str, str] = {}  # each piece seen so far -> its tokens
     weight: Counter[str] | None = Counter() if log else None  # each piece -> its count in the corpus
     start = 0
@@ -83,7 +84,7 @@ def apply_forced(
             end += 1
         pieces = list(map(split, words[start:end]))
         new = set(chain.from_iterable(pieces)).difference(tokens_of)
-        _merge_pieces(new, tokens_of, pairs, shift)
+        merge(new, tokens_of)
         if weight is not None:
             _count_pieces(weight, pieces, counts[start:end])
         get = tokens_of.__getitem__
@@ -93,7 +94,7 @@ def apply_forced(
     merges_log = None
     if weight is not None:  # the merges again, one per distinct piece, now counted
         merges_log = [[0, 0] for _ in pairs]
-        _merge_pieces(weight, {}, pairs, shift, merges_log, weight)
+        merge(weight, {}, merges_log, weight)
     if any(len(word) < 2 for word in words):  # single tokens merge no more
         counts = [n for word, n in zip(words, counts) if len(word) > 1]
         words = [word for word in words if len(word) > 1]
@@ -111,11 +112,11 @@ def _count_pieces(weight: Counter, pieces: list[list[str]], counts: list[int]) -
                 weight[piece] = get(piece, 0) + n
 
 
-def _merge_pieces(pieces, tokens_of: dict[str, str], pairs: list[int], shift: int,
-                  merges_log: list[list[int]] | None = None, weight: dict[str, int] | None = None) -> None:
-    """Set `tokens_of[piece]` to each of `pieces`' tokens after the forced merges; with
-    `merges_log`, add to it each piece's merges, counted `weight[piece]` times, as `apply_forced`
-    says. Long pieces one by one (`_merge_piece`), short ones in batches (`_merge_batch`)."""
+def _piece_merger(pairs: list[int], shift: int) -> Callable[..., None]:
+    """`merge(pieces, tokens_of, merges_log=None, weight=None)`: sets `tokens_of[piece]` to each of
+    `pieces`' tokens after the forced merges; with `merges_log`, adds to it each piece's merges,
+    counted `weight[piece]` times, as `apply_forced` says. Long pieces one by one (`_merge_piece`),
+    short ones in batches (`_merge_batch`). The tables are made once, here."""
     new_char = [chr(256 + k) for k in range(len(pairs))]
     mask = (1 << shift) - 1
     rank: dict[str, int] = {}
@@ -123,19 +124,24 @@ def _merge_pieces(pieces, tokens_of: dict[str, str], pairs: list[int], shift: in
         rank.setdefault(chr(pair >> shift) + chr(pair & mask), k)  # a pair forced again merges nothing more
     pair_chars = {k: p for p, k in rank.items()}
     ranks_of = _rank_lookup(pairs, shift)
-    batch: list[str] = []
-    size = 0
-    for piece in pieces:
-        if len(piece) > _LONG_PIECE:
-            n = weight[piece] if weight is not None else 0
-            tokens_of[piece] = _merge_piece(piece, rank, pair_chars, new_char, merges_log, n)
-            continue
-        batch.append(piece)
-        size += len(piece) + 1
-        if size >= _BATCH:
-            _merge_batch(batch, tokens_of, ranks_of, len(pairs), merges_log, weight)
-            batch, size = [], 0
-    _merge_batch(batch, tokens_of, ranks_of, len(pairs), merges_log, weight)
+
+    def merge(pieces, tokens_of: dict[str, str], merges_log: list[list[int]] | None = None,
+              weight: dict[str, int] | None = None) -> None:
+        batch: list[str] = []
+        size = 0
+        for piece in pieces:
+            if len(piece) > _LONG_PIECE:
+                n = weight[piece] if weight is not None else 0
+                tokens_of[piece] = _merge_piece(piece, rank, pair_chars, new_char, merges_log, n)
+                continue
+            batch.append(piece)
+            size += len(piece) + 1
+            if size >= _BATCH:
+                _merge_batch(batch, tokens_of, ranks_of, len(pairs), merges_log, weight)
+                batch, size = [], 0
+        _merge_batch(batch, tokens_of, ranks_of, len(pairs), merges_log, weight)
+
+    return merge
 
 
 def _cutter(tokens) -> "re.Pattern[str]":
