@@ -10,6 +10,17 @@ the same bytes) is named by the first merge that made it.
 
 import heapq
 import re
+from collections import Counter
+from collections.abc import Callable
+from itertools import chain, compress
+
+import numpy as np
+
+_LONG_PIECE = 128  # longer pieces are merged one at a time (`_merge_piece`), shorter ones together (`_merge_batch`)
+_BATCH = 1 << 20  # characters of pieces merged together: the arrays stay small, the numpy calls few
+_CHUNK = 1 << 22  # characters of words cut at a time: their pieces are held until the words are joined again
+_DENSE = 1024  # pairs of ids below this are looked up in a table (of 4 MB)
+_SEP = 0x10FFFF  # the id after each piece in a batch: no pair holds it, so no merge crosses it
 
 
 def forced_pairs(forced, shift: int) -> list[int]:
@@ -38,17 +49,20 @@ def apply_forced(
 ) -> tuple[list[str], list[int], list[tuple[int, int]] | None]:
     """Make the forced merges (`forced`, named by their `pairs` as `forced_pairs` gives them) on
     `words` (pre-tokens in UTF-8, replaced in place): return the words left with two tokens or
-    more (all of them, as they are, when there are no forced merges), each a string with one character per token id as the merge loop holds words, their
-    counts, and with `log`, each forced merge's `(count, shrink)` for the merge log: the pair's
-    occurrences before it
-    (overlaps count) and the merges it made, weighted by the words' `counts`. Exactly what making
-    the forced merges one by one in every word gives, at a cost in proportion to the distinct pieces
-    of the words rather than to the words times the merges.
+    more (all of them, as they are, when there are no forced merges), each a string with one
+    character per token id as the merge loop holds words, their counts, and with `log`, each
+    forced merge's `(count, shrink)` for the merge log: the pair's occurrences before it (overlaps
+    count) and the merges it made, weighted by the words' `counts`. Exactly what making the forced
+    merges one by one in every word gives, at a cost in proportion to the distinct pieces of the
+    words rather than to the words times the merges.
 
     Two observations make it fast. A word is cut between two bytes that no forced token holds side
     by side (`_cutter`): no forced merge can join tokens across such a cut, so the pieces merge
     alone, and a piece that recurs (" the", in many words) is merged once. And a piece is merged in
-    rank order (`_merge_piece`), which gives what the merges one by one give (see there).
+    rank order (`_merge_piece`), which gives what the merges one by one give (see there); short
+    pieces are merged many at once, in numpy (`_merge_batch`). The words go a chunk at a time: cut
+    once, their new pieces merged, joined again. With `log` the distinct pieces are merged once
+    more at the end, counted: a piece's count is known only then.
 
     Why not `encode.encoder`'s rank-order merge: that one ranks pairs of token *bytes*, as tiktoken
     does, which matches the merges one by one only when no two merges make the same bytes; the
@@ -57,30 +71,77 @@ def apply_forced(
     """
     if not pairs:  # nothing to do: the words stay as they are
         return words, counts, None
+    split = _cutter(left + right for left, right in forced).split
+    merge = _piece_merger(pairs, shift)
+    tokens_of: dict[str, str] = {}  # each piece seen so far -> its tokens
+    weight: Counter[str] | None = Counter() if log else None  # each piece -> its count in the corpus
+    start = 0
+    while start < len(words):  # a chunk of words at a time, each cut once
+        end, size = start, 0
+        while end < len(words) and size < _CHUNK:
+            words[end] = word = words[end].decode("latin-1")  # one character per byte, as the merge loop holds words
+            size += len(word)
+            end += 1
+        pieces = list(map(split, words[start:end]))
+        new = set(chain.from_iterable(pieces)).difference(tokens_of)
+        merge(new, tokens_of)
+        if weight is not None:
+            _count_pieces(weight, pieces, counts[start:end])
+        get = tokens_of.__getitem__
+        words[start:end] = ["".join(map(get, word_pieces)) for word_pieces in pieces]
+        start = end
+    del tokens_of
+    merges_log = None
+    if weight is not None:  # the merges again, one per distinct piece, now counted
+        merges_log = [[0, 0] for _ in pairs]
+        merge(weight, {}, merges_log, weight)
+    if any(len(word) < 2 for word in words):  # single tokens merge no more
+        counts = [n for word, n in zip(words, counts) if len(word) > 1]
+        words = [word for word in words if len(word) > 1]
+    return words, counts, None if merges_log is None else [(count, shrink) for count, shrink in merges_log]
+
+
+def _count_pieces(weight: Counter, pieces: list[list[str]], counts: list[int]) -> None:
+    """Add to `weight` each word's `pieces` times the word's count: words counted once (nearly
+    all) in C."""
+    weight.update(chain.from_iterable(compress(pieces, map((1).__eq__, counts))))
+    get = weight.get
+    for word_pieces, n in zip(pieces, counts):
+        if n != 1:
+            for piece in word_pieces:
+                weight[piece] = get(piece, 0) + n
+
+
+def _piece_merger(pairs: list[int], shift: int) -> Callable[..., None]:
+    """`merge(pieces, tokens_of, merges_log=None, weight=None)`: sets `tokens_of[piece]` to each of
+    `pieces`' tokens after the forced merges; with `merges_log`, adds to it each piece's merges,
+    counted `weight[piece]` times, as `apply_forced` says. Long pieces one by one (`_merge_piece`),
+    short ones in batches (`_merge_batch`). The tables are made once, here."""
     new_char = [chr(256 + k) for k in range(len(pairs))]
     mask = (1 << shift) - 1
     rank: dict[str, int] = {}
     for k, pair in enumerate(pairs):
         rank.setdefault(chr(pair >> shift) + chr(pair & mask), k)  # a pair forced again merges nothing more
     pair_chars = {k: p for p, k in rank.items()}
-    split = _cutter(left + right for left, right in forced).split
-    # The pieces, each with its count in the corpus (one character per byte).
-    weight: dict[str, int] = {}
-    get = weight.get
-    for i, (word, n) in enumerate(zip(words, counts)):
-        words[i] = word = word.decode("latin-1")
-        for piece in split(word):
-            weight[piece] = get(piece, 0) + n
-    merges_log = [[0, 0] for _ in pairs] if log else None
-    for piece, n in weight.items():  # weight becomes piece -> its tokens
-        weight[piece] = _merge_piece(piece, rank, pair_chars, new_char, merges_log, n)
-    tokens_of = weight.__getitem__
-    for i, word in enumerate(words):
-        words[i] = "".join(map(tokens_of, split(word)))
-    if any(len(word) < 2 for word in words):  # single tokens merge no more
-        counts = [n for word, n in zip(words, counts) if len(word) > 1]
-        words = [word for word in words if len(word) > 1]
-    return words, counts, None if merges_log is None else [(count, shrink) for count, shrink in merges_log]
+    ranks_of = _rank_lookup(pairs, shift)
+
+    def merge(pieces, tokens_of: dict[str, str], merges_log: list[list[int]] | None = None,
+              weight: dict[str, int] | None = None) -> None:
+        batch: list[str] = []
+        size = 0
+        for piece in pieces:
+            if len(piece) > _LONG_PIECE:
+                n = weight[piece] if weight is not None else 0
+                tokens_of[piece] = _merge_piece(piece, rank, pair_chars, new_char, merges_log, n)
+                continue
+            batch.append(piece)
+            size += len(piece) + 1
+            if size >= _BATCH:
+                _merge_batch(batch, tokens_of, ranks_of, len(pairs), merges_log, weight)
+                batch, size = [], 0
+        _merge_batch(batch, tokens_of, ranks_of, len(pairs), merges_log, weight)
+
+    return merge
 
 
 def _cutter(tokens) -> "re.Pattern[str]":
@@ -134,3 +195,93 @@ def _merge_piece(piece: str, rank: dict[str, int], pair_chars: dict[int, str], n
                 push(heap, r)
             i = piece.find(new, i + 1)
     return piece
+
+
+def _rank_lookup(pairs: list[int], shift: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """`ranks_of(left, right)`: the rank of each pair of token ids (int32 arrays), the first forced
+    merge of that pair, or `len(pairs)` (above all ranks) where no forced merge joins it. Pairs of
+    two ids below `_DENSE` (bytes and the first merges' tokens, most pairs) are looked up in a
+    table, others among the sorted pairs."""
+    keys, first = np.unique(np.array(pairs, dtype=np.int64), return_index=True)
+    none = len(pairs)
+    dense = min(256 + len(pairs), _DENSE)
+    left, right = keys >> shift, keys & ((1 << shift) - 1)
+    in_table = (left < dense) & (right < dense)
+    table = np.full(dense * dense, none, dtype=np.int32)
+    table[left[in_table] * dense + right[in_table]] = first[in_table]
+
+    def ranks_of(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        out = np.full(len(left), none, dtype=np.int32)
+        small = (left < dense) & (right < dense)
+        out[small] = table[left[small] * dense + right[small]]
+        big = np.flatnonzero(~small)
+        if len(big):
+            key = left[big].astype(np.int64) << shift | right[big]
+            at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+            out[big] = np.where(keys[at] == key, first[at], none)
+        return out
+
+    return ranks_of
+
+
+def _merge_batch(batch: list[str], tokens_of: dict[str, str], ranks_of: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                 none: int, merges_log: list[list[int]] | None, weight: dict[str, int] | None) -> None:
+    """`_merge_piece` for many (short) pieces at once, in numpy: sets `tokens_of[piece]` for each
+    piece of `batch`, and with `merges_log` adds its merges, counted `weight[piece]` times. `none`
+    is the rank `ranks_of` gives a pair no forced merge joins.
+
+    The pieces lie in one array of ids, each followed by `_SEP` (no pair holds it, so no merge
+    crosses it), and `rank[i]` is the rank of the pair at i, i + 1. Each round merges, in every
+    piece, every occurrence of that piece's lowest-ranked pair, left to right; a piece whose pairs
+    are all `none` is done and leaves the arrays."""
+    if not batch:
+        return
+    ids = np.frombuffer((chr(_SEP).join(batch) + chr(_SEP)).encode("utf-32-le"), dtype=np.int32).copy()
+    lengths = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch)) + 1  # the separator too
+    starts = np.cumsum(lengths) - lengths
+    rank = np.append(ranks_of(ids[:-1], ids[1:]), np.int32(none))
+    which = np.arange(len(batch))  # the pieces still merging, as indexes into batch
+    if merges_log is not None:
+        weights = np.array([weight[piece] for piece in batch], dtype=object)
+        log_count = np.zeros(none, dtype=object)
+        log_made = np.zeros(none, dtype=object)
+    while len(which):
+        lowest = np.minimum.reduceat(rank, starts)
+        done = lowest == none
+        if done.any():  # these pieces are merged: out of the arrays
+            at = np.repeat(done, lengths)
+            text = ids[at].tobytes().decode("utf-32-le", "surrogatepass")
+            for i, tokens in zip(which[done].tolist(), text.split(chr(_SEP))):
+                tokens_of[batch[i]] = tokens
+            keep = ~done
+            ids, rank = ids[~at], rank[~at]
+            which, lowest, lengths = which[keep], lowest[keep], lengths[keep]
+            starts = np.cumsum(lengths) - lengths
+            if not len(which):
+                break
+        hit = rank == np.repeat(lowest, lengths)
+        at = np.flatnonzero(hit)
+        next_to = np.diff(at) == 1
+        if next_to.any():  # subtle: a run of hits is (a, a) overlapping itself: merge its first, third, ...
+            index = np.arange(len(at))
+            run_start = np.maximum.accumulate(np.where(np.append(True, ~next_to), index, 0))
+            at = at[(index - run_start) % 2 == 0]
+        merged = np.zeros(len(ids), dtype=bool)
+        merged[at] = True
+        made = np.add.reduceat(merged, starts, dtype=np.int64)
+        if merges_log is not None:
+            np.add.at(log_count, lowest, weights[which] * np.add.reduceat(hit, starts, dtype=np.int64))
+            np.add.at(log_made, lowest, weights[which] * made)
+        ids[at] = 256 + rank[at]
+        gone = np.zeros(len(ids), dtype=bool)
+        gone[at + 1] = True
+        ids, rank = ids[~gone], rank[~gone]
+        lengths = lengths - made
+        starts = np.cumsum(lengths) - lengths
+        at -= np.arange(len(at))  # where the new tokens are now
+        around = np.concatenate((at[at > 0] - 1, at))
+        rank[around] = ranks_of(ids[around], ids[around + 1])
+    if merges_log is not None:
+        for k in np.flatnonzero(log_made).tolist():
+            merges_log[k][0] += log_count[k]
+            merges_log[k][1] += log_made[k]
