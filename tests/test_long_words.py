@@ -51,3 +51,10 @@ def test_long_words_index_in_batches(monkeypatch):
     monkeypatch.setattr(long_words, "_BATCH", 7)
     counts = {b"abcabcabcabc": 1, b"cabcab cab": 3, b"aaaaaaaaaaaaa": 1}
     assert train_merges(counts, 12) == reference_train_from_counts(counts, 12)[0]
+
+
+def test_words_are_long_from_8_tokens_only_where_long_words_hold_most_of_the_text():
+    prose = [b" the", b" cat", b" something", b" beautiful"] * 10 + [b"x" * 70]
+    documents = [b"a" * 100, b"b" * 300, b" the"]
+    assert merge._long_threshold(prose) == merge._LONG
+    assert merge._long_threshold(documents) == merge._MOSTLY_LONG
