@@ -20,7 +20,7 @@ How it stays fast in pure Python:
   chooses the next pair;
 - a long word (with pattern "none" a whole document, maybe megabytes), where a pass over the word per
   merge would be quadratic, is a linked list of tokens with the positions of each pair, so a merge
-  costs time in proportion to its sites (see `_LongWord`).
+  costs a few NumPy operations over its sites (see `long_words`).
 """
 
 import gc
@@ -31,7 +31,6 @@ import time
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from itertools import groupby
 from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
@@ -104,10 +103,11 @@ def train_merges(
         # once (once per distinct piece in a shard, see `apply_forced`).
         forced = forced[:len(forced_ids)]
         log = merge_log is not None
+        long = _long_threshold(words)
         for k, remote in enumerate(remotes, start=1):
-            remote.start(words[k::num_shards], counts[k::num_shards], _LONG, forced, log)
+            remote.start(words[k::num_shards], counts[k::num_shards], long, forced, log)
         words, counts = words[::num_shards], counts[::num_shards]  # the other shards' words are freed
-        local, forced_log = _prepared_shard(words, counts, _LONG, forced, log)
+        local, forced_log = _prepared_shard(words, counts, long, forced, log)
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
@@ -220,83 +220,23 @@ def _add(total: dict[int, int], counts: dict[int, int]) -> None:
         total[p] = total.get(p, 0) + n
 
 
-# Words longer than this many tokens are kept as `_LongWord`s.
+# Words longer than this many tokens are kept as `long_words.LongWords`; and those longer than
+# `_MOSTLY_LONG` when words of more than 64 bytes hold most of the text (SuperBPE's stage 2 and
+# pattern "none": 92-94% of it on our corpora, against 2% for GPT-2's pre-tokens). A merge of long
+# words costs some 20 NumPy calls however few its sites, and a string word's index a few Python
+# steps per token: so words are strings where most are short and repeat, long words where the text
+# is mostly long and one of a kind (stage 2 at 32 MB: indexing 2.8x faster than at 256, the loop
+# no slower).
 _LONG = 256
-
-# Where a pair occurs in the long words of a shard: word number i and position p as i << 32 | p,
-# kept as a bare int while it is the only site, then in an array of 8-byte unsigned ints (so a
-# long word holds fewer than 2^32 tokens, 4 GiB of text).
-_SITE_SHIFT = 32
-_POSITION = (1 << _SITE_SHIFT) - 1
-_SITES = "Q"
+_MOSTLY_LONG = 8
 
 
-class _LongWord:
-    """A long word as a linked list of tokens: `tokens[i]` is the id of the token starting at position
-    i (-1 once merged into the token before it), `nxt` / `prv` link the live positions: three C ints
-    per token. Where its pairs occur is kept by its shard, for all its long words at once (see
-    `_Shard.long_sites`)."""
-
-    __slots__ = ("tokens", "nxt", "prv")
-
-    def __init__(self, word: str):
-        n = len(word)
-        code = "i" if n < 1 << 31 else "q"
-        self.tokens = array("i", map(ord, word))
-        self.nxt = array(code, range(1, n + 1))  # n: no next token
-        self.prv = array(code, range(-1, n - 1))  # -1: no previous token
-
-    def merge(
-        self, positions: Iterable[int], pair_id: int, new: str, n: int, change: dict[int, int], sites: dict, base: int
-    ) -> int:
-        """Merge the pair named `pair_id` into `new` where it starts at `positions` (ascending; a
-        position whose pair changed since is skipped); add the pair count changes (for a word counted
-        `n` times) to `change`, and the sites of the pairs made to `sites` (as `base | position`);
-        return the number of merges made (by how many tokens the word shrank)."""
-        a_id, b_id, c = pair_id >> _SHIFT, pair_id & _RIGHT, ord(new)
-        b_left, c_left = b_id << _SHIFT, c << _SHIFT
-        tokens, nxt, prv = self.tokens, self.nxt, self.prv
-        end = len(tokens)
-        made = 0
-        for pos in positions:
-            if tokens[pos] != a_id:
-                continue
-            j = nxt[pos]
-            if j == end or tokens[j] != b_id:
-                continue
-            # subtle: the left neighbour may be a token this same merge just made; its pair with `a`
-            # was counted as gained a moment ago and is taken back here, as the word now reads.
-            p = prv[pos]
-            if p >= 0:
-                x_left = tokens[p] << _SHIFT
-                change[x_left | a_id] -= n
-                q = x_left | c
-                change[q] += n
-                _add_site(sites, q, base | p)
-            k = nxt[j]
-            if k != end:
-                y_id = tokens[k]
-                change[b_left | y_id] -= n
-                q = c_left | y_id
-                change[q] += n
-                _add_site(sites, q, base | pos)
-                prv[k] = pos
-            tokens[pos] = c
-            tokens[j] = -1
-            nxt[pos] = k
-            made += 1
-        return made
-
-
-def _add_site(sites: dict[int, int | array], pair_id: int, site: int) -> None:
-    """Add a site to a pair's entry: a bare number while it is the only one, then an array."""
-    found = sites.get(pair_id)
-    if found is None:
-        sites[pair_id] = site
-    elif found.__class__ is int:
-        sites[pair_id] = array(_SITES, (found, site))
-    else:
-        found.append(site)
+def _long_threshold(words: list[bytes]) -> int:
+    """The length past which `words` (UTF-8) are long words (see `_MOSTLY_LONG`)."""
+    lengths = list(map(len, words))
+    if sum(n for n in lengths if n > 64) * 2 > sum(lengths):
+        return min(_LONG, _MOSTLY_LONG)
+    return _LONG
 
 
 class _Shard:
@@ -305,10 +245,8 @@ class _Shard:
     Words of up to `_LONG` tokens are strings indexed by `where`: a word is listed under a pair once
     per occurrence when the pair appears, and stays listed when a merge takes the pair apart; merge
     skips such stale entries and repeats, since the first visit merges every occurrence. An entry
-    is a tuple of word numbers, or one bare number (see `_compact`). Longer words are `_LongWord`s;
-    `long_sites` maps each pair to the places where it starts in them (see `_SITE_SHIFT`),
-    append-only too: a site whose pair changed since is skipped, and as a position's pair only
-    ever grows, it never comes back to a pair it has left.
+    is a tuple of word numbers, or one bare number (see `_compact`). Longer words, where a pass
+    over the word per merge would be quadratic, are `long_words.LongWords` (merged with NumPy).
     """
 
     def __init__(self, words: list, counts: list[int], long: int | None = None):
@@ -318,15 +256,19 @@ class _Shard:
         self.counts = counts
         self.where: dict[int, int | tuple[int, ...]] = {}
         long = _LONG if long is None else long
-        self.long_words = {i: _LongWord(word) for i, word in enumerate(self.words) if len(word) > long}
-        self.long_sites: dict[int, int | array] = {}  # pair -> its sites in long words (see _SITE_SHIFT)
+        numbers = [i for i, word in enumerate(self.words) if len(word) > long]
+        self.long = None
+        if numbers:  # imported here: NumPy is loaded only where there are long words
+            from cs336_basics.train.long_words import LongWords
+
+            self.long = LongWords([self.words[i] for i in numbers], [counts[i] for i in numbers])
+            for i in numbers:
+                self.words[i] = ""  # held by self.long alone
 
     def count_pairs(self) -> dict[int, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count); once,
         before any merge."""
         words, counts = self.words, self.counts
-        for i in self.long_words:  # counted below, from their tokens
-            words[i] = ""
         where: dict[str, list[int]] = defaultdict(list)
         for i, word in enumerate(words):
             for pair in map(str.__add__, word, word[1:]):
@@ -336,23 +278,8 @@ class _Shard:
         compact = self.where
         for pair in list(where):  # each list is freed as soon as it is copied
             compact[_pair_id(pair)] = _compact(where.pop(pair))
-        long_sites = self.long_sites
-        for i, long_word in self.long_words.items():
-            n = counts[i]
-            word = "".join(map(chr, long_word.tokens))  # no merge has been made yet
-            by_pair: dict[str, list[int]] = defaultdict(list)
-            for site, pair in enumerate(map(str.__add__, word, word[1:]), start=i << _SITE_SHIFT):
-                by_pair[pair].append(site)
-            for pair, sites in by_pair.items():
-                pair_id = _pair_id(pair)
-                pair_counts[pair_id] = pair_counts.get(pair_id, 0) + n * len(sites)
-                found = long_sites.get(pair_id)
-                if found is None:
-                    long_sites[pair_id] = sites[0] if len(sites) == 1 else array(_SITES, sites)
-                elif found.__class__ is int:
-                    long_sites[pair_id] = array(_SITES, [found, *sites])
-                else:
-                    found.extend(sites)
+        if self.long is not None:
+            self.long.count_pairs(pair_counts)
         return pair_counts
 
     def merge(self, pair_id: int, new: str) -> tuple[dict[int, int], int]:
@@ -437,16 +364,8 @@ class _Shard:
             gained = c_left | c
             change[gained] = n
             where[gained] = _compact(adjacent)
-        found = self.long_sites.pop(pair_id, None)
-        if found is not None:
-            # By word, and left to right in each, so that overlapping occurrences merge as
-            # str.replace would.
-            sites = (found,) if found.__class__ is int else sorted(found)
-            for i, group in groupby(sites, key=_SITE_SHIFT.__rrshift__):  # site >> 32: the word
-                n = self.counts[i]
-                positions = map(_POSITION.__and__, group)
-                made = self.long_words[i].merge(positions, pair_id, new, n, change, self.long_sites, i << _SITE_SHIFT)
-                shrink += n * made
+        if self.long is not None:
+            shrink += self.long.merge(pair_id, c, change)
         change.pop(pair_id, None)
         return change, shrink
 

@@ -1,0 +1,181 @@
+"""A merge shard's long words (whole documents with pattern "none", SuperBPE's stage 2), merged with
+NumPy: one merge costs a few array operations over its sites, not Python work per site.
+
+All the long words of a shard are one array of token ids, each word after a separator (and one at
+the end), with `nxt` and `prv` linking the live positions of a word: a merge joins the token at a
+position with the next live one, which is then dead (id `_DEAD`). The separator's id `_EDGE` is no
+token's, so a pair never spans two words, and a word's first (last) token simply has an edge to its
+left (right).
+
+Where each pair occurs is kept by position, append-only (as `merge._Shard` keeps its short words):
+the pairs of the words as they first were, sorted by pair in batches (`_Batch`), and, for pairs a
+merge makes, the positions it made them at. A position once filed under a pair may have moved on
+(its token or the next one merged into another since): such a site is checked when its pair is
+merged, and skipped. A position's pair never comes back once it has left: tokens only grow.
+
+Pairs are named as the merge loop names them (`left << SHIFT | right`). Counts are exact int64.
+"""
+
+import numpy as np
+
+from cs336_basics.train.pair_queue import RIGHT, SHIFT
+
+_EDGE = -2  # the separator before and after each word
+_DEAD = -1  # a position whose token was merged into the one before it
+
+# Positions whose pairs are sorted at once when the index is first built: the sort's arrays take
+# some 20 bytes per position, so this bounds them (about 160 MB).
+_BATCH = 1 << 23
+
+
+class _Batch:
+    """The first pairs of some positions, by pair: `pairs` (sorted, distinct), and the positions of
+    `pairs[j]` are `positions[starts[j]:starts[j + 1]]`, ascending."""
+
+    __slots__ = ("pairs", "starts", "positions")
+
+    def __init__(self, pairs: np.ndarray, starts: np.ndarray, positions: np.ndarray):
+        self.pairs, self.starts, self.positions = pairs, starts, positions
+
+    def sites(self, pair: int) -> np.ndarray | None:
+        j = int(np.searchsorted(self.pairs, pair))
+        if j == len(self.pairs) or self.pairs[j] != pair:
+            return None
+        return self.positions[self.starts[j]:self.starts[j + 1]]
+
+
+class LongWords:
+    """Words given as strings of token ids (one character per id), each counted `counts[i]` times;
+    `count_pairs` once, then `merge` for each merge of the loop."""
+
+    def __init__(self, words: list[str], counts: list[int]):
+        sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        total = int(sizes.sum()) + len(words) + 1
+        index = np.int32 if total < 1 << 31 else np.int64
+        # Word k's first token is at starts[k]; the separator before it at starts[k] - 1.
+        self.starts = np.cumsum(sizes + 1) - sizes
+        tokens = np.full(total, _EDGE, dtype=np.int32)
+        for start, word in zip(self.starts.tolist(), words):
+            tokens[start:start + len(word)] = np.frombuffer(word.encode("utf-32-le"), dtype=np.uint32)
+        self.tokens = tokens
+        self.nxt = np.arange(1, total + 1, dtype=index)
+        self.prv = np.arange(-1, total - 1, dtype=index)
+        self.counts = np.array(counts, dtype=np.int64)
+        self.ones = bool(np.all(self.counts == 1))  # most long words occur once: no weights to look up
+        self.batches: list[_Batch] = []
+        self.made: dict[int, np.ndarray] = {}  # pair -> the positions where a merge made it
+
+    def _weights(self, positions: np.ndarray) -> np.ndarray:
+        """The count of the word holding each position."""
+        if self.ones:
+            return np.ones(len(positions), dtype=np.int64)
+        return self.counts[np.searchsorted(self.starts, positions, side="right") - 1]
+
+    def count_pairs(self, pair_counts: dict[int, int]) -> None:
+        """Add how often each adjacent pair occurs (overlaps count) to `pair_counts`, and build the
+        index; once, before any merge."""
+        tokens = self.tokens
+        get = pair_counts.get
+        for begin in range(0, len(tokens) - 1, _BATCH):
+            end = min(begin + _BATCH, len(tokens) - 1)
+            left, right = tokens[begin:end].astype(np.int64), tokens[begin + 1:end + 1]
+            positions = np.flatnonzero((left >= 0) & (right >= 0))
+            pairs = left[positions] << SHIFT | right[positions]
+            positions += begin
+            order = np.argsort(pairs, kind="stable")
+            pairs, positions = pairs[order], positions[order].astype(self.nxt.dtype)
+            del order, left
+            distinct, starts = np.unique(pairs, return_index=True)
+            if self.ones:
+                counts = np.diff(np.append(starts, len(pairs)))
+            else:
+                counts = np.add.reduceat(self._weights(positions), starts) if len(starts) else starts
+            for pair, n in zip(distinct.tolist(), counts.tolist()):
+                pair_counts[pair] = get(pair, 0) + n
+            self.batches.append(_Batch(distinct, np.append(starts, len(pairs)), positions))
+
+    def _sites(self, pair: int) -> np.ndarray:
+        """The positions filed under `pair`, ascending, each once (some may be stale). A pair is
+        filed either in the batches (the first pairs: each batch ascending, and the batches in
+        order) or by the one merge that made its new token (see `_file`), never both."""
+        made = self.made.pop(pair, None)
+        if made is not None:
+            return made
+        parts = [s for s in (batch.sites(pair) for batch in self.batches) if s is not None]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=self.nxt.dtype)
+
+    def merge(self, pair: int, new: int, change: dict[int, int]) -> int:
+        """Merge `pair` into the token `new` at every occurrence, left to right in each word (as
+        `str.replace`); add the pair count changes to `change` (a defaultdict(int); the merged
+        pair's own change is left for the caller to drop) and return by how many tokens the words
+        shrank, weighted by their counts."""
+        a, b = pair >> SHIFT, pair & RIGHT
+        tokens, nxt, prv = self.tokens, self.nxt, self.prv
+        at = self._sites(pair)
+        if not len(at):
+            return 0
+        at = at[tokens[at] == a]
+        after = nxt[at]
+        live = tokens[after] == b
+        at, after = at[live], after[live]
+        if not len(at):
+            return 0
+        if a == b:  # (a, a) overlaps itself: in a run of occurrences each joined to the one before, every other merges
+            at, after = _every_other(at, after)
+        left, right = prv[at], nxt[after]
+        weight = self._weights(at)
+        # An occurrence right after another (their tokens adjacent) has the new token to its left.
+        follows = np.zeros(len(at), dtype=bool)
+        follows[1:] = left[1:] == after[:-1]
+        followed = np.zeros(len(at), dtype=bool)
+        followed[:-1] = follows[1:]
+        x = tokens[left].astype(np.int64)
+        y = tokens[right].astype(np.int64)
+        has_left = (x >= 0) & ~follows
+        has_right = (y >= 0) & ~followed
+        c_left = new << SHIFT
+        lost = [x[has_left] << SHIFT | a, b << SHIFT | y[has_right], np.full(int(followed.sum()), b << SHIFT | a)]
+        gained = [x[has_left] << SHIFT | new, c_left | y[has_right], np.full(int(follows.sum()), c_left | new)]
+        lost_n = [weight[has_left], weight[has_right], weight[followed]]
+        gained_n = [weight[has_left], weight[has_right], weight[follows]]
+        _add_changes(change, np.concatenate(lost + gained), np.concatenate([-w for w in lost_n] + gained_n))
+        # The sites of the pairs made: (x, new) where x is, (new, y) and (new, new) where new is.
+        self._file(gained, [left[has_left], at[has_right], at[np.flatnonzero(follows) - 1]])
+        tokens[at] = new
+        tokens[after] = _DEAD
+        nxt[at] = right
+        prv[right] = at
+        return int(weight.sum())
+
+    def _file(self, pairs: list[np.ndarray], positions: list[np.ndarray]) -> None:
+        """File the positions of the pairs a merge made. Each such pair holds the merge's new token,
+        so no other merge files it; and its positions come from one of the lists, each ascending,
+        so they stay ascending (the sort is stable)."""
+        pairs, positions = np.concatenate(pairs), np.concatenate(positions)
+        if not len(pairs):
+            return
+        order = np.argsort(pairs, kind="stable")
+        pairs, positions = pairs[order], positions[order]
+        distinct, starts = np.unique(pairs, return_index=True)
+        self.made.update(zip(distinct.tolist(), np.split(positions, starts[1:])))
+
+
+def _every_other(at: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of occurrences of a pair (a, a) (ascending), those left to right merging keeps: in each run
+    where an occurrence starts at the token the one before it ends with, the first, third, ..."""
+    joined = np.zeros(len(at), dtype=bool)
+    joined[1:] = at[1:] == after[:-1]
+    run_start = np.maximum.accumulate(np.where(joined, 0, np.arange(len(at))))
+    keep = (np.arange(len(at)) - run_start) % 2 == 0
+    return at[keep], after[keep]
+
+
+def _add_changes(change: dict[int, int], pairs: np.ndarray, deltas: np.ndarray) -> None:
+    """Add each delta to its pair's entry in `change`, summed per pair first (in int64: exact)."""
+    if not len(pairs):
+        return
+    order = np.argsort(pairs, kind="stable")
+    pairs, deltas = pairs[order], deltas[order]
+    distinct, starts = np.unique(pairs, return_index=True)
+    for pair, delta in zip(distinct.tolist(), np.add.reduceat(deltas, starts).tolist()):
+        change[pair] += delta
