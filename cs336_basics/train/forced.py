@@ -8,13 +8,17 @@ bytes, each a byte or the token of an earlier forced merge. A token made twice (
 the same bytes) is named by the first merge that made it.
 """
 
+from __future__ import annotations  # NumPy names in hints, NumPy imported only where used
+
 import heapq
 import re
 from collections import Counter
 from collections.abc import Callable
 from itertools import chain, compress
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _LONG_PIECE = 128  # longer pieces are merged one at a time (`_merge_piece`), shorter ones together (`_merge_batch`)
 _BATCH = 1 << 20  # characters of pieces merged together: the arrays stay small, the numpy calls few
@@ -202,6 +206,8 @@ def _rank_lookup(pairs: list[int], shift: int) -> Callable[[np.ndarray, np.ndarr
     merge of that pair, or `len(pairs)` (above all ranks) where no forced merge joins it. Pairs of
     two ids below `_DENSE` (bytes and the first merges' tokens, most pairs) are looked up in a
     table, others among the sorted pairs."""
+    import numpy as np  # here, not above: plain training (no forced merges) loads no NumPy
+
     keys, first = np.unique(np.array(pairs, dtype=np.int64), return_index=True)
     none = len(pairs)
     dense = min(256 + len(pairs), _DENSE)
@@ -234,6 +240,8 @@ def _merge_batch(batch: list[str], tokens_of: dict[str, str], ranks_of: Callable
     crosses it), and `rank[i]` is the rank of the pair at i, i + 1. Each round merges, in every
     piece, every occurrence of that piece's lowest-ranked pair, left to right; a piece whose pairs
     are all `none` is done and leaves the arrays."""
+    import numpy as np
+
     if not batch:
         return
     ids = np.frombuffer((chr(_SEP).join(batch) + chr(_SEP)).encode("utf-32-le"), dtype=np.int32).copy()
