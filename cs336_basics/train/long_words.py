@@ -25,7 +25,7 @@ _DEAD = -1  # a position whose token was merged into the one before it
 
 # Positions whose pairs are sorted at once when the index is first built: the sort's arrays take
 # some 20 bytes per position, so this bounds them (about 160 MB).
-_BATCH = 1 << 23
+_BATCH = 1 << 21
 
 
 class _Batch:

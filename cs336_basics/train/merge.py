@@ -111,8 +111,9 @@ def train_merges(
         del words, counts
         pair_counts = local.count_pairs()
         for remote in remotes:
-            remote_counts, remote_log = remote.receive()
-            _add(pair_counts, remote_counts)
+            pairs, remote_counts, remote_log = remote.receive()
+            _add(pair_counts, zip(pairs, remote_counts))
+            del pairs, remote_counts
             forced_log = _added_logs(forced_log, remote_log)
         return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, forced_log, known)
     finally:
@@ -215,9 +216,20 @@ def _merge_loop(
     return merges
 
 
-def _add(total: dict[int, int], counts: dict[int, int]) -> None:
-    for p, n in counts.items():
-        total[p] = total.get(p, 0) + n
+def _add(total: dict[int, int], counts: Iterable[tuple[int, int]]) -> None:
+    get = total.get
+    for p, n in counts:
+        total[p] = get(p, 0) + n
+
+
+def _first_answer(shard: "_Shard", forced_log: list[tuple[int, int]] | None) -> tuple[array, array, list | None]:
+    """What a shard's process answers first: its pairs and their counts (arrays of ints, a few
+    bytes per pair to send and read rather than a dict of Python ints), and its forced merge log."""
+    counts = shard.count_pairs()
+    pairs = array("q", counts)
+    values = array("q", counts.values())
+    del counts
+    return pairs, values, forced_log
 
 
 # Words longer than this many tokens are kept as `long_words.LongWords`; and those longer than
@@ -419,7 +431,7 @@ def _serve_shard(inbox_fd: int, outbox_fd: int) -> None:
         words, counts, long, forced, log = inbox.recv()
         shard, forced_log = _prepared_shard(words, counts, long, forced, log)
         del words, counts
-        outbox.send((shard.count_pairs(), forced_log))
+        outbox.send(_first_answer(shard, forced_log))
         while True:
             _wait_for(inbox)
             message = inbox.recv()
