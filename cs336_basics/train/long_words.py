@@ -2,10 +2,13 @@
 NumPy: one merge costs a few array operations over its sites, not Python work per site.
 
 All the long words of a shard are one array of token ids, each word after a separator (and one at
-the end), with `nxt` and `prv` linking the live positions of a word: a merge joins the token at a
-position with the next live one, which is then dead (id `_DEAD`). The separator's id `_EDGE` is no
-token's, so a pair never spans two words, and a word's first (last) token simply has an edge to its
-left (right).
+the end). A merge joins the token at a position with the next live one, which is then dead (id
+`_DEAD`): a token lives at the position of its first unit, followed by the dead positions of the
+rest. The live neighbours of a position are found by stepping over dead ones (`_next_live`,
+`_previous_live`), a few steps for tokens of a few units, rather than kept in two more arrays of
+links (8 bytes per position: at 1 GB of web-like text, some 0.9 GB per shard). The separator's id
+`_EDGE` is no token's and never dead, so a pair never spans two words, and a word's first (last)
+token has an edge to its left (right).
 
 Where each pair occurs is kept by position, append-only (as `merge._Shard` keeps its short words):
 the pairs of the words as they first were, sorted by pair in batches (`_Batch`), and, for pairs a
@@ -25,7 +28,7 @@ _DEAD = -1  # a position whose token was merged into the one before it
 
 # Positions whose pairs are sorted at once when the index is first built: the sort's arrays take
 # some 20 bytes per position, so this bounds them (about 160 MB).
-_BATCH = 1 << 21
+_BATCH = 1 << 23
 
 
 class _Batch:
@@ -51,15 +54,13 @@ class LongWords:
     def __init__(self, words: list[str], counts: list[int]):
         sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
         total = int(sizes.sum()) + len(words) + 1
-        index = np.int32 if total < 1 << 31 else np.int64
+        self.index = np.int32 if total < 1 << 31 else np.int64
         # Word k's first token is at starts[k]; the separator before it at starts[k] - 1.
         self.starts = np.cumsum(sizes + 1) - sizes
         tokens = np.full(total, _EDGE, dtype=np.int32)
         for start, word in zip(self.starts.tolist(), words):
             tokens[start:start + len(word)] = np.frombuffer(word.encode("utf-32-le"), dtype=np.uint32)
         self.tokens = tokens
-        self.nxt = np.arange(1, total + 1, dtype=index)
-        self.prv = np.arange(-1, total - 1, dtype=index)
         self.counts = np.array(counts, dtype=np.int64)
         self.ones = bool(np.all(self.counts == 1))  # most long words occur once: no weights to look up
         self.batches: list[_Batch] = []
@@ -83,7 +84,7 @@ class LongWords:
             pairs = left[positions] << SHIFT | right[positions]
             positions += begin
             order = np.argsort(pairs, kind="stable")
-            pairs, positions = pairs[order], positions[order].astype(self.nxt.dtype)
+            pairs, positions = pairs[order], positions[order].astype(self.index)
             del order, left
             distinct, starts = np.unique(pairs, return_index=True)
             if self.ones:
@@ -102,7 +103,7 @@ class LongWords:
         if made is not None:
             return made
         parts = [s for s in (batch.sites(pair) for batch in self.batches) if s is not None]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=self.nxt.dtype)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=self.index)
 
     def merge(self, pair: int, new: int, change: dict[int, int]) -> int:
         """Merge `pair` into the token `new` at every occurrence, left to right in each word (as
@@ -110,19 +111,19 @@ class LongWords:
         pair's own change is left for the caller to drop) and return by how many tokens the words
         shrank, weighted by their counts."""
         a, b = pair >> SHIFT, pair & RIGHT
-        tokens, nxt, prv = self.tokens, self.nxt, self.prv
+        tokens = self.tokens
         at = self._sites(pair)
         if not len(at):
             return 0
         at = at[tokens[at] == a]
-        after = nxt[at]
+        after = _next_live(tokens, at)
         live = tokens[after] == b
         at, after = at[live], after[live]
         if not len(at):
             return 0
         if a == b:  # (a, a) overlaps itself: in a run of occurrences each joined to the one before, every other merges
             at, after = _every_other(at, after)
-        left, right = prv[at], nxt[after]
+        left, right = _previous_live(tokens, at), _next_live(tokens, after)
         weight = self._weights(at)
         # An occurrence right after another (their tokens adjacent) has the new token to its left.
         follows = np.zeros(len(at), dtype=bool)
@@ -143,8 +144,6 @@ class LongWords:
         self._file(gained, [left[has_left], at[has_right], at[np.flatnonzero(follows) - 1]])
         tokens[at] = new
         tokens[after] = _DEAD
-        nxt[at] = right
-        prv[right] = at
         return int(weight.sum())
 
     def _file(self, pairs: list[np.ndarray], positions: list[np.ndarray]) -> None:
@@ -158,6 +157,26 @@ class LongWords:
         pairs, positions = pairs[order], positions[order]
         distinct, starts = np.unique(pairs, return_index=True)
         self.made.update(zip(distinct.tolist(), np.split(positions, starts[1:])))
+
+
+def _next_live(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The live position after each of `positions` (a separator at a word's end)."""
+    found = positions + 1
+    dead = np.flatnonzero(tokens[found] == _DEAD)
+    while len(dead):
+        found[dead] += 1
+        dead = dead[tokens[found[dead]] == _DEAD]
+    return found
+
+
+def _previous_live(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The live position before each of `positions` (a separator at a word's start)."""
+    found = positions - 1
+    dead = np.flatnonzero(tokens[found] == _DEAD)
+    while len(dead):
+        found[dead] -= 1
+        dead = dead[tokens[found[dead]] == _DEAD]
+    return found
 
 
 def _every_other(at: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
