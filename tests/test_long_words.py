@@ -20,9 +20,13 @@ _words = st.dictionaries(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(_words, st.integers(0, 6), st.integers(1, 60))
-def test_long_words_merge_as_the_naive_loop(monkeypatch, counts, long, num_merges):
+@given(_words, st.integers(0, 6), st.integers(1, 60), st.booleans())
+def test_long_words_merge_as_the_naive_loop(monkeypatch, counts, long, num_merges, one_key):
+    from cs336_basics.train import long_words
+
     monkeypatch.setattr(merge, "_LONG", long)  # words of more than `long` tokens are long words
+    if not one_key:  # the index sorted by a stable argsort, as for ids too large for one int64 key
+        monkeypatch.setattr(long_words, "_KEY_BITS", 0)
     log: list[tuple[int, int]] = []
     merges = train_merges(counts, num_merges, merge_log=log)
     expected_merges, expected_log = reference_train_from_counts(counts, num_merges)

@@ -30,6 +30,8 @@ _DEAD = -1  # a position whose token was merged into the one before it
 # some 20 bytes per position, so this bounds them (about 160 MB).
 _BATCH = 1 << 23
 
+_KEY_BITS = 63  # what an int64 key holds (see `LongWords.count_pairs`)
+
 
 class _Batch:
     """The first pairs of some positions, by pair: `pairs` (sorted, distinct), and the positions of
@@ -77,16 +79,29 @@ class LongWords:
         index; once, before any merge."""
         tokens = self.tokens
         get = pair_counts.get
+        # A pair and a position in the batch fit one int64 key when the ids are small enough (up to
+        # 2^19, vocabularies of 524k): then one plain sort of the keys orders the pairs, and each
+        # pair's positions, at some half the cost of a stable argsort.
+        place = _BATCH.bit_length()
+        one_key = SHIFT + int(tokens.max(initial=0)).bit_length() + place <= _KEY_BITS
         for begin in range(0, len(tokens) - 1, _BATCH):
             end = min(begin + _BATCH, len(tokens) - 1)
             left, right = tokens[begin:end].astype(np.int64), tokens[begin + 1:end + 1]
             positions = np.flatnonzero((left >= 0) & (right >= 0))
             pairs = left[positions] << SHIFT | right[positions]
-            positions += begin
-            order = np.argsort(pairs, kind="stable")
-            pairs, positions = pairs[order], positions[order].astype(self.index)
-            del order, left
-            distinct, starts = np.unique(pairs, return_index=True)
+            del left
+            if one_key:
+                keys = pairs << place | positions
+                del pairs
+                keys.sort()
+                pairs, positions = keys >> place, keys & ((1 << place) - 1)
+                del keys
+            else:
+                order = np.argsort(pairs, kind="stable")
+                pairs, positions = pairs[order], positions[order]
+                del order
+            positions = (positions + begin).astype(self.index)
+            distinct, starts = _runs(pairs)
             if self.ones:
                 counts = np.diff(np.append(starts, len(pairs)))
             else:
@@ -155,7 +170,7 @@ class LongWords:
             return
         order = np.argsort(pairs, kind="stable")
         pairs, positions = pairs[order], positions[order]
-        distinct, starts = np.unique(pairs, return_index=True)
+        distinct, starts = _runs(pairs)
         self.made.update(zip(distinct.tolist(), np.split(positions, starts[1:])))
 
 
@@ -179,6 +194,16 @@ def _previous_live(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return found
 
 
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of sorted `keys` and where each run of one starts (`np.unique` would
+    sort them again)."""
+    new = np.empty(len(keys), dtype=bool)
+    new[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    return keys[starts], starts
+
+
 def _every_other(at: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Of occurrences of a pair (a, a) (ascending), those left to right merging keeps: in each run
     where an occurrence starts at the token the one before it ends with, the first, third, ..."""
@@ -195,6 +220,6 @@ def _add_changes(change: dict[int, int], pairs: np.ndarray, deltas: np.ndarray) 
         return
     order = np.argsort(pairs, kind="stable")
     pairs, deltas = pairs[order], deltas[order]
-    distinct, starts = np.unique(pairs, return_index=True)
+    distinct, starts = _runs(pairs)
     for pair, delta in zip(distinct.tolist(), np.add.reduceat(deltas, starts).tolist()):
         change[pair] += delta
