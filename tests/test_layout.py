@@ -256,7 +256,10 @@ def test_training_loads_no_numpy(tmp_path):
     import subprocess
 
     corpus = tmp_path / "c.txt"
-    corpus.write_text("the cat sat on the mat<|endoftext|>a dog ran\n" * 50, encoding="utf-8")
+    # Prose of many words, and long pre-tokens (a rule of 300 dashes, 1,000 spaces): rare, and still strings.
+    letters = "abcdefghij"
+    words = " ".join(a + b + c for a in letters for b in letters for c in letters)
+    corpus.write_text((words + "<|endoftext|>") * 3 + "-" * 300 + " " * 1000 + "x", encoding="utf-8")
     code = (
         "import sys\n"
         "import cs336_basics.bpe, cs336_basics.cli\n"

@@ -380,7 +380,7 @@ def test_training_on_fixtures_equals_the_reference_for_any_workers(tmp_path, nam
 @settings(max_examples=FUZZ or 100, deadline=None)
 @given(st.lists(PIECES, max_size=80).map("".join), st.sampled_from([1, 2]))
 def test_long_words_merge_like_short_ones(text, num_shards):
-    # Every word of more than one token goes through `_LongWord` (threshold 1), in 1 or 2 shards.
+    # Every word of more than one token is a long word (`long_words.LongWords`, threshold 1), in 1 or 2 shards.
     counts = {}
     for document in split_specials(text):
         for piece in patterns.get("o200k").pretokens(document) + [document]:

@@ -232,14 +232,18 @@ def _first_answer(shard: "_Shard", forced_log: list[tuple[int, int]] | None) -> 
     return pairs, values, forced_log
 
 
-# Words longer than this many tokens are kept as `long_words.LongWords`; and those longer than
-# `_MOSTLY_LONG` when words of more than 64 bytes hold most of the text (SuperBPE's stage 2 and
-# pattern "none": 92-94% of it on our corpora, against 2% for GPT-2's pre-tokens). A merge of long
-# words costs some 20 NumPy calls however few its sites, and a string word's index a few Python
-# steps per token: so words are strings where most are short and repeat, long words where the text
-# is mostly long and one of a kind (stage 2 at 32 MB: indexing 2.8x faster than at 256, the loop
-# no slower).
-_LONG = 256
+# Words longer than this many tokens are kept as `long_words.LongWords`: a megabyte of one
+# pre-token, where a pass over the word per merge would cost too much. Shorter ones stay strings, so
+# that plain training, whose rare long pre-tokens (runs of spaces, rules of dashes) cost a string
+# pass of a few microseconds per merge, loads no NumPy (some 15 MiB a process).
+_LONG = 1 << 16
+
+# Where words of more than 64 bytes hold most of the text (SuperBPE's stage 2 and pattern "none":
+# 92-94% of it on our corpora, against 2% for GPT-2's pre-tokens), words of more than this many
+# tokens are long words. A merge of long words costs some 20 NumPy calls however few its sites,
+# and a string word's index a few Python steps per token: so words are strings where most are
+# short and repeat, long words where the text is mostly long and one of a kind (stage 2 at 32 MB:
+# indexing 2.8x faster than with 256, the loop no slower).
 _MOSTLY_LONG = 8
 
 
