@@ -2,13 +2,16 @@
 NumPy: one merge costs a few array operations over its sites, not Python work per site.
 
 All the long words of a shard are one array of token ids, each word after a separator (and one at
-the end). A merge joins the token at a position with the next live one, which is then dead (id
-`_DEAD`): a token lives at the position of its first unit, followed by the dead positions of the
-rest. The live neighbours of a position are found by stepping over dead ones (`_next_live`,
-`_previous_live`), a few steps for tokens of a few units, rather than kept in two more arrays of
-links (8 bytes per position: at 1 GB of web-like text, some 0.9 GB per shard). The separator's id
-`_EDGE` is no token's and never dead, so a pair never spans two words, and a word's first (last)
-token has an edge to its left (right).
+the end). Positions are the units the words first held; a token lives at the position of its first
+unit, and `units[id]` says how many units it spans, so the next token starts right after it. The
+position of a token's last unit (when it spans more than one) holds the negative distance back to
+its first, so the token before a position is found in one step too; the other positions inside a
+token hold stale values that nothing reads (every value inside a token is negative, so no site
+there matches a pair). This takes 4 bytes per unit where links to the next and previous tokens
+took 8 more (at 1 GB of web-like text, some 0.9 GB per shard), and a token of a million units (a
+megabyte of one letter) costs no more than one of two. The separator's id `_EDGE` is no token's
+nor any distance, so a pair never spans two words, and a word's first (last) token has an edge to
+its left (right).
 
 Where each pair occurs is kept by position, append-only (as `merge._Shard` keeps its short words):
 the pairs of the words as they first were, sorted by pair in batches (`_Batch`), and, for pairs a
@@ -23,8 +26,7 @@ import numpy as np
 
 from cs336_basics.train.pair_queue import RIGHT, SHIFT
 
-_EDGE = -2  # the separator before and after each word
-_DEAD = -1  # a position whose token was merged into the one before it
+_EDGE = -(1 << 31)  # the separator before and after each word: below every distance back (see above)
 
 # Positions whose pairs are sorted at once when the index is first built: the sort's arrays take
 # some 20 bytes per position, so this bounds them (about 160 MB).
@@ -63,6 +65,7 @@ class LongWords:
         for start, word in zip(self.starts.tolist(), words):
             tokens[start:start + len(word)] = np.frombuffer(word.encode("utf-32-le"), dtype=np.uint32)
         self.tokens = tokens
+        self.units = np.ones(1 << SHIFT, dtype=np.int32)  # each id's units; the words' ids are one unit each
         self.counts = np.array(counts, dtype=np.int64)
         self.ones = bool(np.all(self.counts == 1))  # most long words occur once: no weights to look up
         self.batches: list[_Batch] = []
@@ -131,14 +134,15 @@ class LongWords:
         if not len(at):
             return 0
         at = at[tokens[at] == a]
-        after = _next_live(tokens, at)
+        units = self.units
+        after = at + units[a]
         live = tokens[after] == b
         at, after = at[live], after[live]
         if not len(at):
             return 0
         if a == b:  # (a, a) overlaps itself: in a run of occurrences each joined to the one before, every other merges
             at, after = _every_other(at, after)
-        left, right = _previous_live(tokens, at), _next_live(tokens, after)
+        left, right = _token_before(tokens, at), after + units[b]
         weight = self._weights(at)
         # An occurrence right after another (their tokens adjacent) has the new token to its left.
         follows = np.zeros(len(at), dtype=bool)
@@ -158,7 +162,10 @@ class LongWords:
         # The sites of the pairs made: (x, new) where x is, (new, y) and (new, new) where new is.
         self._file(gained, [left[has_left], at[has_right], at[np.flatnonzero(follows) - 1]])
         tokens[at] = new
-        tokens[after] = _DEAD
+        units[new] = units[a] + units[b]
+        tokens[after] = -1  # inside the new token now
+        last = right - 1
+        tokens[last] = at - last  # the new token's last unit: the distance back to its first
         return int(weight.sum())
 
     def _file(self, pairs: list[np.ndarray], positions: list[np.ndarray]) -> None:
@@ -176,24 +183,11 @@ class LongWords:
         self.made.update(zip(distinct.tolist(), [positions[i:j] for i, j in zip(bounds, bounds[1:])]))
 
 
-def _next_live(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """The live position after each of `positions` (a separator at a word's end)."""
-    found = positions + 1
-    dead = np.flatnonzero(tokens[found] == _DEAD)
-    while len(dead):
-        found[dead] += 1
-        dead = dead[tokens[found[dead]] == _DEAD]
-    return found
-
-
-def _previous_live(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """The live position before each of `positions` (a separator at a word's start)."""
-    found = positions - 1
-    dead = np.flatnonzero(tokens[found] == _DEAD)
-    while len(dead):
-        found[dead] -= 1
-        dead = dead[tokens[found[dead]] == _DEAD]
-    return found
+def _token_before(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Where the token (or separator) before each token at `positions` starts."""
+    before = positions - 1
+    back = tokens[before]
+    return before + np.where((back < 0) & (back != _EDGE), back, 0)
 
 
 def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
