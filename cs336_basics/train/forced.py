@@ -240,7 +240,9 @@ def _merge_batch(batch: list[str], tokens_of: dict[str, str], ranks_of: Callable
     crosses it), and `rank[i]` is the rank of the pair at i, i + 1. Each round merges, in every
     piece, every occurrence of that piece's lowest-ranked pair, left to right; a piece whose pairs
     are all `none` is done and leaves the arrays."""
-    import numpy as np
+    import numpy as np  # here, not above, as `long_words` (which imports NumPy)
+
+    from cs336_basics.train.long_words import every_other_in_runs
 
     if not batch:
         return
@@ -269,11 +271,9 @@ def _merge_batch(batch: list[str], tokens_of: dict[str, str], ranks_of: Callable
                 break
         hit = rank == np.repeat(lowest, lengths)
         at = np.flatnonzero(hit)
-        next_to = np.diff(at) == 1
+        next_to = np.append(False, np.diff(at) == 1)
         if next_to.any():  # subtle: a run of hits is (a, a) overlapping itself: merge its first, third, ...
-            index = np.arange(len(at))
-            run_start = np.maximum.accumulate(np.where(np.append(True, ~next_to), index, 0))
-            at = at[(index - run_start) % 2 == 0]
+            at = at[every_other_in_runs(next_to)]
         merged = np.zeros(len(ids), dtype=bool)
         merged[at] = True
         made = np.add.reduceat(merged, starts, dtype=np.int64)

@@ -99,19 +99,18 @@ class LongWords:
                 keys.sort()
                 pairs, positions = keys >> place, keys & ((1 << place) - 1)
                 del keys
+                distinct, starts = _runs(pairs)
             else:
-                order = np.argsort(pairs, kind="stable")
-                pairs, positions = pairs[order], positions[order]
-                del order
+                distinct, starts, positions = _sorted_runs(pairs, positions)
             positions = (positions + begin).astype(self.index)
-            distinct, starts = _runs(pairs)
+            bounds = np.append(starts, len(positions))
             if self.ones:
-                counts = np.diff(np.append(starts, len(pairs)))
+                counts = np.diff(bounds)
             else:
                 counts = np.add.reduceat(self._weights(positions), starts) if len(starts) else starts
             for pair, n in zip(distinct.tolist(), counts.tolist()):
                 pair_counts[pair] = get(pair, 0) + n
-            self.batches.append(_Batch(distinct, np.append(starts, len(pairs)), positions))
+            self.batches.append(_Batch(distinct, bounds, positions))
 
     def _sites(self, pair: int) -> np.ndarray:
         """The positions filed under `pair`, ascending, each once (some may be stale). A pair is
@@ -140,8 +139,11 @@ class LongWords:
         at, after = at[live], after[live]
         if not len(at):
             return 0
-        if a == b:  # (a, a) overlaps itself: in a run of occurrences each joined to the one before, every other merges
-            at, after = _every_other(at, after)
+        if a == b:  # (a, a) overlaps itself: an occurrence may start at the token the one before it ends with
+            joined = np.zeros(len(at), dtype=bool)
+            joined[1:] = at[1:] == after[:-1]
+            keep = every_other_in_runs(joined)
+            at, after = at[keep], after[keep]
         left, right = _token_before(tokens, at), after + units[b]
         weight = self._weights(at)
         # An occurrence right after another (their tokens adjacent) has the new token to its left.
@@ -175,9 +177,7 @@ class LongWords:
         pairs, positions = np.concatenate(pairs), np.concatenate(positions)
         if not len(pairs):
             return
-        order = np.argsort(pairs, kind="stable")
-        pairs, positions = pairs[order], positions[order]
-        distinct, starts = _runs(pairs)
+        distinct, starts, positions = _sorted_runs(pairs, positions)
         bounds = starts.tolist() + [len(pairs)]
         # Slices by hand: np.split costs some 3 us per piece, and most pieces hold one position.
         self.made.update(zip(distinct.tolist(), [positions[i:j] for i, j in zip(bounds, bounds[1:])]))
@@ -200,22 +200,28 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys[starts], starts
 
 
-def _every_other(at: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Of occurrences of a pair (a, a) (ascending), those left to right merging keeps: in each run
-    where an occurrence starts at the token the one before it ends with, the first, third, ..."""
-    joined = np.zeros(len(at), dtype=bool)
-    joined[1:] = at[1:] == after[:-1]
-    run_start = np.maximum.accumulate(np.where(joined, 0, np.arange(len(at))))
-    keep = (np.arange(len(at)) - run_start) % 2 == 0
-    return at[keep], after[keep]
+def every_other_in_runs(joined: np.ndarray) -> np.ndarray:
+    """Which occurrences of a pair (a, a), in order, merging left to right makes, given `joined[i]`:
+    whether occurrence i starts at the token occurrence i - 1 ends with (they overlap). In each run
+    of overlapping occurrences the first, third, ... merge, as `str.replace` does. Shared with the
+    forced merges' batches (`forced._merge_batch`)."""
+    index = np.arange(len(joined))
+    run_start = np.maximum.accumulate(np.where(joined, 0, index))
+    return (index - run_start) % 2 == 0
+
+
+def _sorted_runs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`keys` sorted (stably), their distinct values, where each run of one starts, and `values`
+    in the same order."""
+    order = np.argsort(keys, kind="stable")
+    distinct, starts = _runs(keys[order])
+    return distinct, starts, values[order]
 
 
 def _add_changes(change: dict[int, int], pairs: np.ndarray, deltas: np.ndarray) -> None:
     """Add each delta to its pair's entry in `change`, summed per pair first (in int64: exact)."""
     if not len(pairs):
         return
-    order = np.argsort(pairs, kind="stable")
-    pairs, deltas = pairs[order], deltas[order]
-    distinct, starts = _runs(pairs)
+    distinct, starts, deltas = _sorted_runs(pairs, deltas)
     for pair, delta in zip(distinct.tolist(), np.add.reduceat(deltas, starts).tolist()):
         change[pair] += delta

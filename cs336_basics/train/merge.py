@@ -48,18 +48,17 @@ def _reversed_order_key(token: bytes) -> str:
     return "".join([chr(255 - b) for b in token]) + "\u0100"
 
 
-# A pair of token ids (left, right) is the int left << _SHIFT | right (see `pair_queue`).
-_SHIFT, _RIGHT = SHIFT, RIGHT
+# A pair of token ids (left, right) is the int left << SHIFT | right (see `pair_queue`).
 
 
 def _pair_id(pair: str) -> int:
     """The int naming a pair given as two id-characters."""
-    return ord(pair[0]) << _SHIFT | ord(pair[1])
+    return ord(pair[0]) << SHIFT | ord(pair[1])
 
 
 def _pair_chars(pair: int) -> str:
     """The two id-characters of a pair named by an int (see `_pair_id`)."""
-    return chr(pair >> _SHIFT) + chr(pair & _RIGHT)
+    return chr(pair >> SHIFT) + chr(pair & RIGHT)
 
 
 def train_merges(
@@ -87,7 +86,7 @@ def train_merges(
     but merges it once.
     """
     num_shards = max(1, min(num_shards, len(word_counts))) if os.name == "posix" else 1
-    forced_ids = forced_pairs(forced, _SHIFT)[:max(num_merges, 0)]  # checked before any work
+    forced_ids = forced_pairs(forced, SHIFT)[:max(num_merges, 0)]  # checked before any work
     allocator.return_large_blocks_at_once()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the loop allocates millions of small objects and frees none in cycles
@@ -128,7 +127,7 @@ def _prepared_shard(
 ) -> tuple["_Shard", list[tuple[int, int]] | None]:
     """A shard of `words` (pre-tokens in UTF-8) and their `counts`, with the `forced` merges made on
     them, and with `log`, each forced merge's `(count, shrink)` in these words (see `apply_forced`)."""
-    words, counts, forced_log = apply_forced(words, counts, forced, forced_pairs(forced, _SHIFT), _SHIFT, log)
+    words, counts, forced_log = apply_forced(words, counts, forced, forced_pairs(forced, SHIFT), SHIFT, log)
     return _Shard(words, counts, long), forced_log
 
 
@@ -190,7 +189,7 @@ def _merge_loop(
         if best is None:
             break
         pair, count = best
-        left, right = pair >> _SHIFT, pair & _RIGHT
+        left, right = pair >> SHIFT, pair & RIGHT
         new = chr(len(token_bytes))
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])
@@ -354,14 +353,14 @@ class _Shard:
         where = self.where
         change: dict[int, int] = defaultdict(int)
         shrink = sum(map(count_of, starts))
-        a, b_left, c = pair_id >> _SHIFT, (pair_id & _RIGHT) << _SHIFT, ord(new)
-        c_left = c << _SHIFT
+        a, b_left, c = pair_id >> SHIFT, (pair_id & RIGHT) << SHIFT, ord(new)
+        c_left = c << SHIFT
         # Each new pair's int is made once, for both tables: the pair counts keep the change's
         # keys, so a second int per new pair would cost 32 bytes each (some 7 MB over a large run).
         for x, ids in lefts.items():
             n = sum(map(count_of, ids))
             shrink += n
-            x_left = ord(x) << _SHIFT
+            x_left = ord(x) << SHIFT
             change[x_left | a] -= n
             gained = x_left | c
             change[gained] = n
