@@ -73,9 +73,11 @@ def check(words: list[bytes], counts: list[int], merges: list[tuple[bytes, bytes
     assert got_log == (expected_log if log else None)
 
 
-# Small sizes so that few generated words take every path: pieces merged one by one (long) and in
-# batches, several batches and chunks, pairs looked up in the table and among the sorted pairs.
-SMALL = {"_LONG_PIECE": 12, "_BATCH": 40, "_CHUNK": 50, "_DENSE": 259}
+# Small sizes so that few generated words take every path: pieces told apart by their bytes packed
+# and by their text, merged one by one (long) and in batches, several batches and chunks, pairs
+# looked up in the table and among the sorted pairs. Counts past 2^61 make a chunk's weights exceed
+# int64 (added as Python ints).
+SMALL = {"_LONG_PIECE": 12, "_BATCH": 40, "_CHUNK": 50, "_DENSE": 259, "_SHORT": 3}
 
 
 def sizes(small: bool):
@@ -84,7 +86,7 @@ def sizes(small: bool):
 
 @settings(max_examples=150, deadline=None)
 @given(words=st.lists(word_strategy(20), min_size=1, max_size=12), merges=forced_merges(),
-       counts=st.lists(st.integers(1, 3) | st.integers(1, 2**40), min_size=12, max_size=12),
+       counts=st.lists(st.integers(1, 3) | st.integers(1, 2**40) | st.integers(2**61, 2**62), min_size=12, max_size=12),
        log=st.booleans(), small=st.booleans())
 def test_apply_forced_is_the_merges_one_by_one(words, merges, counts, log, small):
     with sizes(small):
@@ -112,3 +114,13 @@ def test_the_first_of_equal_pairs_names_and_counts_the_merge():
     for small in (False, True):
         with sizes(small):
             check([b"abb abb", b"abbb", b"xabb\n", b"ab" * 30], [2, 1, 5, 1], merges, True)
+
+
+def test_pieces_are_told_apart_by_every_byte_and_by_their_length():
+    """Pieces of every length to past `_SHORT` (no cut inside: every pair of their bytes is forced)
+    that differ only in their last byte, or only in trailing zero bytes, merge each as itself."""
+    merges = [(b"x", b"x"), (b"x", b"a"), (b"x", b"\x00"), (b"\x00", b"\x00"), (b"xx", b"xx"), (b"xxxx", b"xa")]
+    words = [b"x" * n + end for n in range(1, 20) for end in (b"", b"a", b"\x00", b"\x00\x00")]
+    for small in (False, True):
+        with sizes(small):
+            check(words, list(range(1, len(words) + 1)), merges, True)

@@ -11,10 +11,7 @@ the same bytes) is named by the first merge that made it.
 from __future__ import annotations  # NumPy names in hints, NumPy imported only where used
 
 import heapq
-import re
-from collections import Counter
 from collections.abc import Callable
-from itertools import chain, compress
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,7 +19,9 @@ if TYPE_CHECKING:
 
 _LONG_PIECE = 128  # longer pieces are merged one at a time (`_merge_piece`), shorter ones together (`_merge_batch`)
 _BATCH = 1 << 20  # characters of pieces merged together: the arrays stay small, the numpy calls few
-_CHUNK = 1 << 22  # characters of words cut at a time: their pieces are held until the words are joined again
+_CHUNK = 1 << 24  # bytes of words cut at a time: each piece's name and place are held until they are joined again
+_SHORT = 15  # pieces of up to this many bytes are told apart by two ints (see `_named_pieces`), longer ones as text
+_MASK = [(1 << 8 * n) - 1 for n in range(9)]  # the low n bytes of 8
 _DENSE = 1024  # pairs of ids below this are looked up in a table (of 4 MB)
 _SEP = 0x10FFFF  # the id after each piece in a batch: no pair holds it, so no merge crosses it
 
@@ -52,21 +51,22 @@ def apply_forced(
     words: list, counts: list[int], forced: list[tuple[bytes, bytes]], pairs: list[int], shift: int, log: bool,
 ) -> tuple[list[str], list[int], list[tuple[int, int]] | None]:
     """Make the forced merges (`forced`, named by their `pairs` as `forced_pairs` gives them) on
-    `words` (pre-tokens in UTF-8, replaced in place): return the words left with two tokens or
-    more (all of them, as they are, when there are no forced merges), each a string with one
-    character per token id as the merge loop holds words, their counts, and with `log`, each
+    `words` (non-empty pre-tokens in UTF-8, replaced in place): return the words left with two
+    tokens or more (all of them, as they are, when there are no forced merges), each a string with
+    one character per token id as the merge loop holds words, their counts, and with `log`, each
     forced merge's `(count, shrink)` for the merge log: the pair's occurrences before it (overlaps
     count) and the merges it made, weighted by the words' `counts`. Exactly what making the forced
     merges one by one in every word gives, at a cost in proportion to the distinct pieces of the
     words rather than to the words times the merges.
 
-    Two observations make it fast. A word is cut between two bytes that no forced token holds side
-    by side (`_cutter`): no forced merge can join tokens across such a cut, so the pieces merge
-    alone, and a piece that recurs (" the", in many words) is merged once. And a piece is merged in
-    rank order (`_merge_piece`), which gives what the merges one by one give (see there); short
-    pieces are merged many at once, in numpy (`_merge_batch`). The words go a chunk at a time: cut
-    once, their new pieces merged, joined again. With `log` the distinct pieces are merged once
-    more at the end, counted: a piece's count is known only then.
+    Two observations make it fast. A word is cut between every two bytes that no forced token holds
+    side by side (`_piece_starts`): no forced merge can join tokens across such a cut, so the pieces
+    merge alone, and a piece that recurs (" the", in many words) is merged once. And a piece is
+    merged in rank order (`_merge_piece`), which gives what the merges one by one give (see there);
+    short pieces are merged many at once, in NumPy (`_merge_batch`). The words go a chunk at a time
+    (`_merged_chunk`): cut, their pieces named and the new ones merged, joined again, all in NumPy
+    but for one string per distinct piece. With `log` the distinct pieces are merged once more at
+    the end, counted: a piece's count is known only then.
 
     Why not `encode.encoder`'s rank-order merge: that one ranks pairs of token *bytes*, as tiktoken
     does, which matches the merges one by one only when no two merges make the same bytes; the
@@ -75,45 +75,134 @@ def apply_forced(
     """
     if not pairs:  # nothing to do: the words stay as they are
         return words, counts, None
-    split = _cutter(left + right for left, right in forced).split
-    merge = _piece_merger(pairs, shift)
-    tokens_of: dict[str, str] = {}  # each piece seen so far -> its tokens
-    weight: Counter[str] | None = Counter() if log else None  # each piece -> its count in the corpus
+    import numpy as np  # here, not above: plain training (no forced merges) loads no NumPy
+
+    joined = np.zeros((256, 256), dtype=bool)  # joined[a, b]: some forced token holds bytes a, b side by side
+    for left, right in forced:
+        token = left + right
+        joined[list(token[:-1]), list(token[1:])] = True
+    chunk = _Chunker(~joined.T.ravel(), _piece_merger(pairs, shift))
+    weight: dict[str, int] | None = {} if log else None  # each piece -> its count in the corpus
     start = 0
-    while start < len(words):  # a chunk of words at a time, each cut once
+    while start < len(words):
         end, size = start, 0
         while end < len(words) and size < _CHUNK:
-            words[end] = word = words[end].decode("latin-1")  # one character per byte, as the merge loop holds words
-            size += len(word)
+            size += len(words[end])
             end += 1
-        pieces = list(map(split, words[start:end]))
-        new = set(chain.from_iterable(pieces)).difference(tokens_of)
-        merge(new, tokens_of)
-        if weight is not None:
-            _count_pieces(weight, pieces, counts[start:end])
-        get = tokens_of.__getitem__
-        words[start:end] = ["".join(map(get, word_pieces)) for word_pieces in pieces]
+        words[start:end] = chunk.merged(words[start:end], counts[start:end], weight)
         start = end
-    del tokens_of
     merges_log = None
     if weight is not None:  # the merges again, one per distinct piece, now counted
         merges_log = [[0, 0] for _ in pairs]
-        merge(weight, {}, merges_log, weight)
+        chunk.merge(weight, {}, merges_log, weight)
     if any(len(word) < 2 for word in words):  # single tokens merge no more
         counts = [n for word, n in zip(words, counts) if len(word) > 1]
         words = [word for word in words if len(word) > 1]
     return words, counts, None if merges_log is None else [(count, shrink) for count, shrink in merges_log]
 
 
-def _count_pieces(weight: Counter, pieces: list[list[str]], counts: list[int]) -> None:
-    """Add to `weight` each word's `pieces` times the word's count: words counted once (nearly
-    all) in C."""
-    weight.update(chain.from_iterable(compress(pieces, map((1).__eq__, counts))))
-    get = weight.get
-    for word_pieces, n in zip(pieces, counts):
-        if n != 1:
-            for piece in word_pieces:
+class _Chunker:
+    """The forced merges made on a chunk of words at a time (`merged`), remembering each piece's
+    tokens from chunk to chunk. `cut` says, for two bytes a, b read as the little-endian 16-bit
+    number b << 8 | a, whether a word may be cut between them; `merge` is `_piece_merger`'s."""
+
+    def __init__(self, cut, merge: Callable[..., None]):
+        self.cut = cut
+        self.merge = merge
+        self.tokens_of: dict[str, str] = {}  # each piece seen so far -> its tokens
+
+    def merged(self, words: list[bytes], counts: list[int], weight: dict[str, int] | None) -> list[str]:
+        """`words` after the forced merges, as strings of token ids; with `weight`, adds to it each
+        piece's occurrences in them times their `counts`."""
+        import numpy as np
+
+        raw = b"".join(words) + bytes(16)  # padded: a piece's key reads 16 bytes from its start
+        size = len(raw) - 16
+        word_sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        word_starts = np.cumsum(word_sizes) - word_sizes
+        starts = _piece_starts(raw, size, word_starts, self.cut)
+        ids, pieces = _named_pieces(raw, size, starts)
+        tokens_of = self.tokens_of
+        self.merge([piece for piece in pieces if piece not in tokens_of], tokens_of)
+        first_piece = np.searchsorted(starts, word_starts)  # of each word
+        if weight is not None:
+            per_word = np.diff(first_piece, append=len(starts))
+            kind = np.int64 if max(counts) * len(starts) < 1 << 63 else object  # sums that fit, or Python ints
+            sums = np.zeros(len(pieces), dtype=kind)
+            np.add.at(sums, ids, np.repeat(np.array(counts, dtype=kind), per_word))
+            get = weight.get
+            for piece, n in zip(pieces, sums.tolist()):
                 weight[piece] = get(piece, 0) + n
+        return _joined(list(map(tokens_of.__getitem__, pieces)), ids, first_piece)
+
+
+def _piece_starts(raw: bytes, size: int, word_starts: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """Where the pieces of the words held in the first `size` bytes of `raw` start: at each word's
+    start and between every two bytes that `cut` allows (see `_Chunker`)."""
+    import numpy as np
+
+    allowed = np.empty(size, dtype=bool)
+    allowed[:1] = True
+    allowed[1:] = cut[np.ndarray((size - 1,), dtype="<u2", buffer=raw, strides=(1,))]  # each byte and the next
+    allowed[word_starts] = True
+    return np.flatnonzero(allowed)
+
+
+def _named_pieces(raw: bytes, size: int, starts: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The distinct pieces starting at `starts` in the first `size` bytes of `raw` (each as text,
+    one character per byte), and for each piece its index among them.
+
+    A piece of up to `_SHORT` bytes is named by two ints, its bytes and its length packed, so the
+    pieces are told apart in NumPy (by sorting the names) and only one string is made for each
+    distinct piece; longer ones, few, by their text."""
+    import numpy as np
+
+    lengths = np.diff(starts, append=size)
+    text = raw[:size].decode("latin-1")
+    ids = np.empty(len(starts), dtype=np.int64)
+    short = np.flatnonzero(lengths <= _SHORT)
+    at, length = starts[short], lengths[short]
+    eight = np.ndarray((size + 8,), dtype="<u8", buffer=raw, strides=(1,))  # the 8 bytes from each position
+    mask = np.array(_MASK, dtype=np.uint64)
+    low = eight[at] & mask[np.minimum(length, 8)]
+    high = eight[at + 8] & mask[np.clip(length - 8, 0, 7)] | length.astype(np.uint64) << np.uint64(56)
+    order = np.lexsort((low, high))
+    low, high = low[order], high[order]
+    first = np.empty(len(order), dtype=bool)  # the first of each run of equal names
+    first[:1] = True
+    first[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    ids[short[order]] = np.cumsum(first) - 1
+    at = at[order[first]]
+    pieces = list(map(text.__getitem__, map(slice, at.tolist(), (at + length[order[first]]).tolist())))
+    long = np.flatnonzero(lengths > _SHORT)
+    if len(long):
+        index: dict[str, int] = {}
+        named = []
+        ends = starts[long] + lengths[long]
+        for piece in map(text.__getitem__, map(slice, starts[long].tolist(), ends.tolist())):
+            i = index.get(piece)
+            if i is None:
+                i = index[piece] = len(pieces)
+                pieces.append(piece)
+            named.append(i)
+        ids[long] = named
+    return ids, pieces
+
+
+def _joined(tokens: list[str], ids: np.ndarray, first_piece: np.ndarray) -> list[str]:
+    """The words whose pieces are `ids` (indexes into `tokens`, the distinct pieces' tokens as
+    strings), each word's first piece at `first_piece`: each word's pieces' tokens joined."""
+    import numpy as np
+
+    flat = np.frombuffer("".join(tokens).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+    sizes = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    begins = np.cumsum(sizes) - sizes
+    out_sizes = sizes[ids]
+    total = np.cumsum(out_sizes)
+    out = flat[np.repeat(begins[ids] - (total - out_sizes), out_sizes) + np.arange(total[-1])]
+    word_ends = np.append(total[first_piece[1:] - 1], total[-1])
+    out = np.insert(out, word_ends, np.int32(_SEP))  # after each word, to split at
+    return out.tobytes().decode("utf-32-le", "surrogatepass").split(chr(_SEP))[:-1]
 
 
 def _piece_merger(pairs: list[int], shift: int) -> Callable[..., None]:
@@ -146,23 +235,6 @@ def _piece_merger(pairs: list[int], shift: int) -> Callable[..., None]:
         _merge_batch(batch, tokens_of, ranks_of, len(pairs), merges_log, weight)
 
     return merge
-
-
-def _cutter(tokens) -> "re.Pattern[str]":
-    """A pattern matching (empty) where a word may be cut: before a space or a newline, where no
-    forced token holds the two bytes side by side (so no forced merge can join across). Text is one
-    character per byte (latin-1). Other places would be as safe; cutting there alone keeps the
-    pattern fast (some 30 MB/s), and the pieces (" the", "\nThe") recur."""
-    joined = set()
-    for token in tokens:
-        text = token.decode("latin-1")
-        joined.update(map(str.__add__, text, text[1:]))
-    alternatives = []
-    for p in " \n":  # the lookahead first: it fails fast, at almost every place
-        before = "".join(re.escape(chr(x)) for x in range(256) if chr(x) + p not in joined)
-        if before:
-            alternatives.append(f"(?={re.escape(p)})(?<=[{before}])")
-    return re.compile("|".join(alternatives) or "(?!)", re.DOTALL)
 
 
 def _merge_piece(piece: str, rank: dict[str, int], pair_chars: dict[int, str], new_char: list[str],

@@ -81,12 +81,14 @@ class LongWords:
         """Add how often each adjacent pair occurs (overlaps count) to `pair_counts`, and build the
         index; once, before any merge."""
         tokens = self.tokens
-        get = pair_counts.get
         # A pair and a position in the batch fit one int64 key when the ids are small enough (up to
         # 2^19, vocabularies of 524k): then one plain sort of the keys orders the pairs, and each
         # pair's positions, at some half the cost of a stable argsort.
         place = _BATCH.bit_length()
         one_key = SHIFT + int(tokens.max(initial=0)).bit_length() + place <= _KEY_BITS
+        found = [np.fromiter(pair_counts, dtype=np.int64, count=len(pair_counts))]
+        found_counts = [np.fromiter(pair_counts.values(), dtype=np.int64, count=len(pair_counts))]
+        edges = np.append(self.starts - 1, len(tokens))
         for begin in range(0, len(tokens) - 1, _BATCH):
             end = min(begin + _BATCH, len(tokens) - 1)
             left, right = tokens[begin:end].astype(np.int64), tokens[begin + 1:end + 1]
@@ -102,15 +104,28 @@ class LongWords:
                 distinct, starts = _runs(pairs)
             else:
                 distinct, starts, positions = _sorted_runs(pairs, positions)
-            positions = (positions + begin).astype(self.index)
             bounds = np.append(starts, len(positions))
             if self.ones:
                 counts = np.diff(bounds)
             else:
-                counts = np.add.reduceat(self._weights(positions), starts) if len(starts) else starts
-            for pair, n in zip(distinct.tolist(), counts.tolist()):
-                pair_counts[pair] = get(pair, 0) + n
-            self.batches.append(_Batch(distinct, bounds, positions))
+                counts = np.add.reduceat(self._position_counts(edges, begin, end)[positions], starts) if len(starts) else starts
+            self.batches.append(_Batch(distinct, bounds, (positions + begin).astype(self.index)))
+            found.append(distinct)
+            found_counts.append(counts)
+        # Summed in NumPy, not pair by pair in the dict: a batch holds a million pairs or more. Each
+        # batch's pairs come sorted, which the stable sort (a merge sort) takes advantage of.
+        pairs, starts, counts = _sorted_runs(np.concatenate(found), np.concatenate(found_counts))
+        del found, found_counts
+        pair_counts.update(zip(pairs.tolist(), np.add.reduceat(counts, starts).tolist() if len(starts) else []))
+
+    def _position_counts(self, edges: np.ndarray, begin: int, end: int) -> np.ndarray:
+        """The count of the word holding each position from `begin` to `end`, where word k holds
+        `edges[k]` (its separator) to `edges[k + 1]`: in order, so by repeating each word's count,
+        not by searching for each position's word."""
+        first = int(np.searchsorted(edges, begin, side="right")) - 1
+        last = int(np.searchsorted(edges, end, side="left"))  # words first..last - 1 hold begin..end
+        counts = np.repeat(self.counts[first:last], np.diff(edges[first:last + 1]))
+        return counts[begin - int(edges[first]):][:end - begin]
 
     def _sites(self, pair: int) -> np.ndarray:
         """The positions filed under `pair`, ascending, each once (some may be stale). A pair is
