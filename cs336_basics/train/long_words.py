@@ -68,14 +68,23 @@ class LongWords:
         self.units = np.ones(1 << SHIFT, dtype=np.int32)  # each id's units; the words' ids are one unit each
         self.counts = np.array(counts, dtype=np.int64)
         self.ones = bool(np.all(self.counts == 1))  # most long words occur once: no weights to look up
+        # The words counted more than once, where `_weights` looks (a search among a few, not all).
+        repeated = np.flatnonzero(self.counts != 1)
+        self.repeated_starts = self.starts[repeated]
+        self.repeated_ends = self.repeated_starts + sizes[repeated]
+        self.repeated_counts = self.counts[repeated]
         self.batches: list[_Batch] = []
         self.made: dict[int, np.ndarray] = {}  # pair -> the positions where a merge made it
 
     def _weights(self, positions: np.ndarray) -> np.ndarray:
         """The count of the word holding each position."""
+        weights = np.ones(len(positions), dtype=np.int64)
         if self.ones:
-            return np.ones(len(positions), dtype=np.int64)
-        return self.counts[np.searchsorted(self.starts, positions, side="right") - 1]
+            return weights
+        word = np.searchsorted(self.repeated_starts, positions, side="right") - 1
+        inside = (word >= 0) & (positions < self.repeated_ends[word])
+        weights[inside] = self.repeated_counts[word[inside]]
+        return weights
 
     def count_pairs(self, pair_counts: dict[int, int]) -> None:
         """Add how often each adjacent pair occurs (overlaps count) to `pair_counts`, and build the
@@ -174,10 +183,10 @@ class LongWords:
         lost = [x[has_left] << SHIFT | a, b << SHIFT | y[has_right], np.full(int(followed.sum()), b << SHIFT | a)]
         gained = [x[has_left] << SHIFT | new, c_left | y[has_right], np.full(int(follows.sum()), c_left | new)]
         lost_n = [weight[has_left], weight[has_right], weight[followed]]
-        gained_n = [weight[has_left], weight[has_right], weight[follows]]
-        _add_changes(change, np.concatenate(lost + gained), np.concatenate([-w for w in lost_n] + gained_n))
+        _add_changes(change, np.concatenate(lost), -np.concatenate(lost_n))
         # The sites of the pairs made: (x, new) where x is, (new, y) and (new, new) where new is.
-        self._file(gained, [left[has_left], at[has_right], at[np.flatnonzero(follows) - 1]])
+        self._file(change, gained, [left[has_left], at[has_right], at[np.flatnonzero(follows) - 1]],
+                   [weight[has_left], weight[has_right], weight[follows]])
         tokens[at] = new
         units[new] = units[a] + units[b]
         tokens[after] = -1  # inside the new token now
@@ -185,17 +194,24 @@ class LongWords:
         tokens[last] = at - last  # the new token's last unit: the distance back to its first
         return int(weight.sum())
 
-    def _file(self, pairs: list[np.ndarray], positions: list[np.ndarray]) -> None:
-        """File the positions of the pairs a merge made. Each such pair holds the merge's new token,
-        so no other merge files it; and its positions come from one of the lists, each ascending,
-        so they stay ascending (the sort is stable)."""
-        pairs, positions = np.concatenate(pairs), np.concatenate(positions)
+    def _file(self, change: dict[int, int], pairs: list[np.ndarray], positions: list[np.ndarray],
+              weights: list[np.ndarray]) -> None:
+        """Add to `change` the counts of the pairs a merge made, each site `weights` times, and
+        file their `positions`: one sort for both. Each such pair holds the merge's new token, so
+        no other merge files it; and its positions come from one of the lists, each ascending, so
+        they stay ascending (the sort is stable)."""
+        pairs = np.concatenate(pairs)
         if not len(pairs):
             return
-        distinct, starts, positions = _sorted_runs(pairs, positions)
+        order = np.argsort(pairs, kind="stable")
+        distinct, starts = _runs(pairs[order])
+        positions = np.concatenate(positions)[order]
+        made = distinct.tolist()
+        for pair, n in zip(made, np.add.reduceat(np.concatenate(weights)[order], starts).tolist()):
+            change[pair] += n
         bounds = starts.tolist() + [len(pairs)]
         # Slices by hand: np.split costs some 3 us per piece, and most pieces hold one position.
-        self.made.update(zip(distinct.tolist(), [positions[i:j] for i, j in zip(bounds, bounds[1:])]))
+        self.made.update(zip(made, [positions[i:j] for i, j in zip(bounds, bounds[1:])]))
 
 
 def _token_before(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:
