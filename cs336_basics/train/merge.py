@@ -18,9 +18,9 @@ How it stays fast in pure Python:
 - the words can be split into shards, each merged by its own process (a fresh interpreter given only
   its words): a shard reports how the pair counts changed, and this process adds the changes up and
   chooses the next pair;
-- a long word (with pattern "none" a whole document, maybe megabytes), where a pass over the word per
-  merge would be quadratic, is a linked list of tokens with the positions of each pair, so a merge
-  costs a few NumPy operations over its sites (see `long_words`).
+- long words (with pattern "none" whole documents, maybe megabytes; most of SuperBPE's stage 2),
+  where a pass over each word per merge would cost too much, are one array of token ids with the
+  positions of each pair, so a merge costs a few NumPy operations over its sites (see `long_words`).
 """
 
 import gc
