@@ -124,3 +124,13 @@ def test_pieces_are_told_apart_by_every_byte_and_by_their_length():
     for small in (False, True):
         with sizes(small):
             check(words, list(range(1, len(words) + 1)), merges, True)
+
+
+def test_a_word_longer_than_a_chunk_is_merged_in_parts_cut_where_its_pieces_are():
+    """Parts of a long word start only where the word may be cut (here, next to its spaces), never
+    inside a run of bytes that forced tokens join; a word with no such place is one part."""
+    merges = [(b"a", b"b"), (b"b", b"a"), (b"ab", b"ab"), (b"abab", b"ab")]
+    words = [b"ab" * 40 + b" " + b"ab" * 40 + b" b", b"ab" * 60, b"x" + b"ab" * 30]
+    for small in (False, True):
+        with sizes(small):
+            check(words, [1, 2, 3], merges, True)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 _LONG_PIECE = 128  # longer pieces are merged one at a time (`_merge_piece`), shorter ones together (`_merge_batch`)
 _BATCH = 1 << 20  # characters of pieces merged together: the arrays stay small, the numpy calls few
-_CHUNK = 1 << 24  # bytes of words cut at a time: each piece's name and place are held until they are joined again
+_CHUNK = 1 << 23  # bytes of words cut at a time: their arrays take some 30 bytes a byte (see `apply_forced`)
 _SHORT = 15  # pieces of up to this many bytes are told apart by two ints (see `_named_pieces`), longer ones as text
 _MASK = [(1 << 8 * n) - 1 for n in range(9)]  # the low n bytes of 8
 _DENSE = 1024  # pairs of ids below this are looked up in a table (of 4 MB)
@@ -85,8 +85,13 @@ def apply_forced(
     weight: dict[str, int] | None = {} if log else None  # each piece -> its count in the corpus
     start = 0
     while start < len(words):
+        if len(words[start]) > _CHUNK:  # a part at a time: a chunk's arrays take some 30 bytes a byte
+            n = counts[start:start + 1]
+            words[start] = "".join([chunk.merged([part], n, weight)[0] for part in _parts(words[start], chunk.cut)])
+            start += 1
+            continue
         end, size = start, 0
-        while end < len(words) and size < _CHUNK:
+        while end < len(words) and size < _CHUNK and len(words[end]) <= _CHUNK:
             size += len(words[end])
             end += 1
         words[start:end] = chunk.merged(words[start:end], counts[start:end], weight)
@@ -134,6 +139,24 @@ class _Chunker:
             for piece, n in zip(pieces, sums.tolist()):
                 weight[piece] = get(piece, 0) + n
         return _joined(list(map(tokens_of.__getitem__, pieces)), ids, first_piece)
+
+
+def _parts(word: bytes, cut: np.ndarray) -> list[bytes]:
+    """`word` in parts of some `_CHUNK` bytes, each cut where `_piece_starts` cuts (see `_Chunker`
+    for `cut`), so that its pieces are the word's; fewer parts where the word has no such place."""
+    import numpy as np
+
+    allowed = cut[np.ndarray((len(word) - 1,), dtype="<u2", buffer=word, strides=(1,))]  # i: before byte i + 1
+    parts, begin = [], 0
+    while len(word) - begin > _CHUNK:
+        rest = allowed[begin + _CHUNK:]
+        if not rest.any():  # no place left to cut
+            break
+        after = begin + _CHUNK + int(rest.argmax())  # the first place (argmax of bools)
+        parts.append(word[begin:after + 1])
+        begin = after + 1
+    parts.append(word[begin:])
+    return parts
 
 
 def _piece_starts(raw: bytes, size: int, word_starts: np.ndarray, cut: np.ndarray) -> np.ndarray:
