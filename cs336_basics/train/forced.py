@@ -64,7 +64,7 @@ def apply_forced(
     merge alone, and a piece that recurs (" the", in many words) is merged once. And a piece is
     merged in rank order (`_merge_piece`), which gives what the merges one by one give (see there);
     short pieces are merged many at once, in NumPy (`_merge_batch`). The words go a chunk at a time
-    (`_merged_chunk`): cut, their pieces named and the new ones merged, joined again, all in NumPy
+    (`_Chunker.merged`; a word longer than a chunk a part at a time, `_parts`): cut, their pieces named and the new ones merged, joined again, all in NumPy
     but for one string per distinct piece. With `log` the distinct pieces are merged once more at
     the end, counted: a piece's count is known only then.
 
@@ -144,9 +144,7 @@ class _Chunker:
 def _parts(word: bytes, cut: np.ndarray) -> list[bytes]:
     """`word` in parts of some `_CHUNK` bytes, each cut where `_piece_starts` cuts (see `_Chunker`
     for `cut`), so that its pieces are the word's; fewer parts where the word has no such place."""
-    import numpy as np
-
-    allowed = cut[np.ndarray((len(word) - 1,), dtype="<u2", buffer=word, strides=(1,))]  # i: before byte i + 1
+    allowed = _places(word, len(word), cut)  # i: before byte i + 1
     parts, begin = [], 0
     while len(word) - begin > _CHUNK:
         rest = allowed[begin + _CHUNK:]
@@ -166,9 +164,17 @@ def _piece_starts(raw: bytes, size: int, word_starts: np.ndarray, cut: np.ndarra
 
     allowed = np.empty(size, dtype=bool)
     allowed[:1] = True
-    allowed[1:] = cut[np.ndarray((size - 1,), dtype="<u2", buffer=raw, strides=(1,))]  # each byte and the next
+    allowed[1:] = _places(raw, size, cut)
     allowed[word_starts] = True
     return np.flatnonzero(allowed)
+
+
+def _places(raw: bytes, size: int, cut: np.ndarray) -> np.ndarray:
+    """For each two bytes side by side in the first `size` bytes of `raw` (read at once as one
+    little-endian 16-bit number), whether `cut` allows a cut between them."""
+    import numpy as np
+
+    return cut[np.ndarray((size - 1,), dtype="<u2", buffer=raw, strides=(1,))]
 
 
 def _named_pieces(raw: bytes, size: int, starts: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -67,9 +67,9 @@ class LongWords:
         self.tokens = tokens
         self.units = np.ones(1 << SHIFT, dtype=np.int32)  # each id's units; the words' ids are one unit each
         self.counts = np.array(counts, dtype=np.int64)
-        self.ones = bool(np.all(self.counts == 1))  # most long words occur once: no weights to look up
         # The words counted more than once, where `_weights` looks (a search among a few, not all).
         repeated = np.flatnonzero(self.counts != 1)
+        self.ones = not len(repeated)  # most long words occur once: often none is counted more
         self.repeated_starts = self.starts[repeated]
         self.repeated_ends = self.repeated_starts + sizes[repeated]
         self.repeated_counts = self.counts[repeated]
@@ -95,8 +95,7 @@ class LongWords:
         # pair's positions, at some half the cost of a stable argsort.
         place = _BATCH.bit_length()
         one_key = SHIFT + int(tokens.max(initial=0)).bit_length() + place <= _KEY_BITS
-        found = [np.fromiter(pair_counts, dtype=np.int64, count=len(pair_counts))]
-        found_counts = [np.fromiter(pair_counts.values(), dtype=np.int64, count=len(pair_counts))]
+        found, found_counts = [], []
         edges = np.append(self.starts - 1, len(tokens))
         for begin in range(0, len(tokens) - 1, _BATCH):
             end = min(begin + _BATCH, len(tokens) - 1)
@@ -121,11 +120,12 @@ class LongWords:
             self.batches.append(_Batch(distinct, bounds, (positions + begin).astype(self.index)))
             found.append(distinct)
             found_counts.append(counts)
-        # Summed in NumPy, not pair by pair in the dict: a batch holds a million pairs or more. Each
-        # batch's pairs come sorted, which the stable sort (a merge sort) takes advantage of.
+        # The batches summed in NumPy, then added to the dict once per pair, not once per batch: a
+        # batch holds a million pairs or more. Each batch's pairs come sorted, which the stable sort
+        # (a merge sort) takes advantage of.
         pairs, starts, counts = _sorted_runs(np.concatenate(found), np.concatenate(found_counts))
         del found, found_counts
-        pair_counts.update(zip(pairs.tolist(), np.add.reduceat(counts, starts).tolist() if len(starts) else []))
+        _add_runs(pair_counts, pairs.tolist(), counts, starts)
 
     def _position_counts(self, edges: np.ndarray, begin: int, end: int) -> np.ndarray:
         """The count of the word holding each position from `begin` to `end`, where word k holds
@@ -203,12 +203,9 @@ class LongWords:
         pairs = np.concatenate(pairs)
         if not len(pairs):
             return
-        order = np.argsort(pairs, kind="stable")
-        distinct, starts = _runs(pairs[order])
-        positions = np.concatenate(positions)[order]
+        distinct, starts, positions, weights = _sorted_runs(pairs, np.concatenate(positions), np.concatenate(weights))
         made = distinct.tolist()
-        for pair, n in zip(made, np.add.reduceat(np.concatenate(weights)[order], starts).tolist()):
-            change[pair] += n
+        _add_runs(change, made, weights, starts)
         bounds = starts.tolist() + [len(pairs)]
         # Slices by hand: np.split costs some 3 us per piece, and most pieces hold one position.
         self.made.update(zip(made, [positions[i:j] for i, j in zip(bounds, bounds[1:])]))
@@ -241,18 +238,23 @@ def every_other_in_runs(joined: np.ndarray) -> np.ndarray:
     return (index - run_start) % 2 == 0
 
 
-def _sorted_runs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`keys` sorted (stably), their distinct values, where each run of one starts, and `values`
-    in the same order."""
+def _sorted_runs(keys: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`keys` sorted (stably): their distinct values, where each run of one starts, and each of
+    `values` in the same order."""
     order = np.argsort(keys, kind="stable")
     distinct, starts = _runs(keys[order])
-    return distinct, starts, values[order]
+    return distinct, starts, *(v[order] for v in values)
+
+
+def _add_runs(total: dict[int, int], pairs: list[int], values: np.ndarray, starts: np.ndarray) -> None:
+    """Add to each of `pairs`' entries in `total` the sum of its run of `values` (runs starting at
+    `starts`; in int64: exact)."""
+    get = total.get
+    for pair, n in zip(pairs, np.add.reduceat(values, starts).tolist() if len(starts) else []):
+        total[pair] = get(pair, 0) + n
 
 
 def _add_changes(change: dict[int, int], pairs: np.ndarray, deltas: np.ndarray) -> None:
-    """Add each delta to its pair's entry in `change`, summed per pair first (in int64: exact)."""
-    if not len(pairs):
-        return
+    """Add each delta to its pair's entry in `change`, summed per pair first."""
     distinct, starts, deltas = _sorted_runs(pairs, deltas)
-    for pair, delta in zip(distinct.tolist(), np.add.reduceat(deltas, starts).tolist()):
-        change[pair] += delta
+    _add_runs(change, distinct.tolist(), deltas, starts)
