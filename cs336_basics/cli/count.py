@@ -5,7 +5,7 @@ from pathlib import Path
 
 from cs336_basics.cli import common
 from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, positive_int
-from cs336_basics.corpora import sources
+from cs336_basics.corpora import executors, sources
 from cs336_basics.errors import CommandError
 from cs336_basics.train import trainer
 
@@ -45,7 +45,7 @@ def run_count(args: argparse.Namespace, context: RunContext) -> None:
     common.refuse_outputs_among([out / table.MANIFEST], files)
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     size = sum(f.size for f in files)
-    workers = args.workers or trainer.default_num_workers(size)
+    workers = args.workers or executors.default_num_workers(size)
     context.resumable = out
     with common.executor(args) as executor, trainer.progress_bar(
         not args.quiet, total=size, unit="B", unit_scale=True, desc="counting"
@@ -54,6 +54,7 @@ def run_count(args: argparse.Namespace, context: RunContext) -> None:
             [f.path for f in files], common.writable_dir(out), special_tokens=specials, pattern=args.pattern or "gpt2",
             num_workers=workers, executor=executor, piece_size=args.piece_size, text_field=args.text_field,
             overwrite=args.overwrite, on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
+            files=files,
         )
     reused = f" ({counted.reused_shards} kept from an earlier run)" if counted.reused_shards else ""
     print(f"counted {sources.describe(args.inputs)} ({counted.input_bytes:,} bytes) into {out}: "
