@@ -56,7 +56,9 @@ from cs336_basics.encode.token_arrays import choose_dtype, encode_unit, tokenize
 from cs336_basics.formats import hf
 
 DEFAULT_SHARD_SIZE = 256 << 20  # bytes of ids per shard, about
-MAX_PIECE_SIZE = MIN_PIECE_SIZE  # bytes of input per work unit, at most: one task's least (see `shard_folder`)
+# Bytes of input per work unit, at most: no more than the least piece of the rule (`shard_folder`),
+# so that the default never depends on the workers.
+MAX_PIECE_SIZE = MIN_PIECE_SIZE
 BYTES_PER_TOKEN = 4  # bytes of input per token, to plan shards: about right for English text
 
 

@@ -1,6 +1,6 @@
 """Training plumbing behind `bpe.train_bpe` and `bpe.train_bpe_from_iterator`: the options
-checked where they enter, progress bars, and, once a corpus is
-counted, the merge loop run and its result turned into the vocabulary (`train_from_counts`).
+checked where they enter, progress bars, and, once a corpus is counted, the merge loop run and its
+result turned into the vocabulary (`train_from_counts`).
 
 Training from what exists feeds the same loop: extending a tokenizer (`start_from`) forces its
 merges first and gives the new tokens the ids after its own (`extended_vocab`); SuperBPE
