@@ -46,6 +46,17 @@ def bundled_corpus() -> Path:
     return Path(str(resources.files("cs336_basics") / "data" / "sample.txt"))
 
 
+def _start_from(source: str, pattern: str | None) -> Tokenizer:
+    """The tokenizer `--start-from` names, loaded as `train_bpe(start_from=source)` loads it: with its
+    own special tokens, which `--special-token` adds to and never replaces (a folder of vocab.json
+    and merges.txt records none). `--pattern` is for files that record no pattern."""
+    if source in pretrained.NAMES and pattern is not None:
+        raise common.CommandError(f"{source} has its own pattern; drop --pattern")
+    if source not in pretrained.NAMES and not Path(source).exists():
+        common.load_tokenizer(source, None, pattern)  # raises, saying what it expected there
+    return Tokenizer.from_pretrained(source, pattern=None if pattern is None else patterns.canonical(pattern))
+
+
 def run_train(args: argparse.Namespace, context: RunContext) -> None:
     if args.counts and args.inputs:
         raise common.CommandError("bpe train takes INPUT... or --counts COUNTS, not both")
@@ -55,7 +66,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     inputs = [args.counts] if args.counts else args.inputs or [str(bundled_corpus())]
     files = [] if args.counts else common.corpus_files(inputs)
     counted = counted_with(args.counts) if args.counts else (None, None)  # a table's special tokens and pattern
-    start = common.load_tokenizer(args.start_from, args.special_token, args.pattern) if args.start_from else None
+    start = _start_from(args.start_from, args.pattern) if args.start_from else None
     given = args.special_token if args.special_token is not None else counted[0]
     specials = given if given is not None else [DEFAULT_SPECIAL]
     if start is not None:  # its own special tokens, then any new ones
