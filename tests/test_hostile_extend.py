@@ -194,10 +194,13 @@ def test_merge_log_names_the_ids_of_an_extension_of_our_own(base, corpus, tmp_pa
     check_occurrences(tmp_path / "ext", corpus)
 
 
-def test_merge_log_names_the_ids_of_superbpe(corpus, tmp_path):
-    assert bpe("train", corpus, "--vocab-size", 420, "--superword-from", 330, "--out", tmp_path / "super",
+@pytest.mark.parametrize("extending", [False, True])
+def test_merge_log_names_the_ids_of_superbpe(corpus, base, tmp_path, extending):
+    start = ["--start-from", base] if extending else []  # then <|endoftext|> sits at 299, inside the range
+    assert bpe("train", corpus, *start, "--vocab-size", 420, "--superword-from", 330, "--out", tmp_path / "super",
                "--quiet") == 0
     check_merge_log_ids(tmp_path / "super")
+    check_occurrences(tmp_path / "super", corpus)
 
 
 @pytest.mark.slow

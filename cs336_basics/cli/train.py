@@ -97,7 +97,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
     merge_log = MergeLog(stats["pretoken_bytes"], log)
     merge_log.occurrences = token_occurrences(stats["byte_counts"], merges, merge_log)
-    log_text = merge_log_tsv(merges, merge_log)
+    log_text = merge_log_tsv(merges, merge_log, vocab)
     pretrained.save(out, vocab, merges, specials, tokenizer.pattern, extra_files={"merge_log.tsv": log_text})
     total = time.perf_counter() - started
     input_path = sources.describe(inputs)

@@ -129,8 +129,10 @@ def vocabulary_html(tokenizer: Tokenizer, lengths: str, texts: list[HeldOut], ou
     return "\n".join(parts)
 
 
-def merges_html(merges: list[tuple[bytes, bytes]], log: MergeLog | None, shown: int = 15) -> str:
-    """The first and the last `shown` merges, with their counts when the merge log is given."""
+def merges_html(merges: list[tuple[bytes, bytes]], log: MergeLog | None, shown: int = 15,
+                ids: "list[int | None] | None" = None) -> str:
+    """The first and the last `shown` merges, with their counts when the merge log is given; `ids`:
+    the id of each merge's token in the vocabulary (default 256 + rank, see `merge_log.token_ids`)."""
     parts: list[str] = []
     add = parts.append
     add('<section id="merges"><h2>First and last merges</h2><div class="two">')
@@ -141,7 +143,7 @@ def merges_html(merges: list[tuple[bytes, bytes]], log: MergeLog | None, shown: 
         for r in ranks:
             left, right = merges[r]
             count = f"{log.steps[r][0]:,}" if log is not None else "?"
-            add(f"<tr><td>{r}</td><td>{256 + r}</td><td>{_code(left)}</td><td>{_code(right)}</td>"
+            add(f"<tr><td>{r}</td><td>{256 + r if ids is None else ids[r]}</td><td>{_code(left)}</td><td>{_code(right)}</td>"
                 f'<td>{_code(left + right)}</td><td class="n">{count}</td></tr>')
         add("</tbody></table></div>")
     add("</div></section>")
