@@ -4,12 +4,16 @@ of the base kept at their ids, new ones after the new merges; a special token th
 token of the base refused by both; a count file's default special token), every id `merge_log.tsv`
 names is the id the tokenizer gives (GPT-2's bytes and special token inside the id range, an open
 model's gaps, SuperBPE), and the merge loop returns exactly the number of merges asked even when
-fewer than the forced ones."""
+fewer than the forced ones. Last, the property tests of the whole suite draw the same examples on
+every run (see tests/conftest.py)."""
 
 import json
+import os
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer, train_bpe, train_bpe_from_counts
 from cs336_basics.cli import main
@@ -249,3 +253,25 @@ def test_train_merges_asked_for_fewer_than_the_forced_ones_returns_that_many(num
     merges = train_merges({b"abc": 2, b"xyz": 3, b"abd": 1}, asked, num_shards=num_shards, forced=forced,
                           merge_log=log)
     assert merges == forced[:asked] and len(log) == asked
+
+
+# --- the property tests are the same from run to run -------------------------------------------------------
+
+
+@given(st.integers())
+def _drawn(n):
+    pass
+
+
+def test_property_tests_draw_from_a_fixed_seed_unless_a_random_run_is_asked(request):
+    """Whether a property test catches a bug must not change from run to run: by default (and in
+    CI) hypothesis draws from a seed fixed per test, with no example database and no deadline; the
+    `random` profile (BPE_HYPOTHESIS_PROFILE=random, or --hypothesis-profile random) draws anew."""
+    chosen = request.config.getoption("--hypothesis-profile", None) or os.environ.get("BPE_HYPOTHESIS_PROFILE")
+    drawn = _drawn._hypothesis_internal_use_settings  # what a decorated test of any module runs with
+    if chosen not in (None, "fixed"):
+        assert not settings.get_profile("random").derandomize
+        pytest.skip(f"the profile {chosen!r} was asked for")
+    for current in (settings(), drawn):
+        assert current.derandomize and current.database is None and current.deadline is None
+    assert not settings.get_profile("random").derandomize
