@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer, train_bpe, train_bpe_from_counts
 from cs336_basics.cli import main
-from cs336_basics.report import vocab_entries
+from cs336_basics.report import token_entry, vocab_entries
 from cs336_basics.text import tsv
 from cs336_basics.train.merge import train_merges
 from cs336_basics.train.merge_log import read_merge_log, readable_token
@@ -166,6 +166,8 @@ def check_occurrences(folder, corpus) -> None:
     shown = {e.id: e.occurrences for e in vocab_entries(tok, log) if e.occurrences is not None}
     counted = encoded_counts(tok, corpus)
     assert {i: n for i, n in shown.items() if n} == {i: n for i, n in counted.items()}
+    for token_id, _ in counted.most_common(5):  # what a click on a token of the served page shows
+        assert token_entry(tok, token_id, log).occurrences == counted[token_id]
 
 
 @pytest.fixture(scope="module")
