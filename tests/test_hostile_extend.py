@@ -9,7 +9,9 @@ every run (see tests/conftest.py)."""
 
 import json
 import os
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -277,3 +279,32 @@ def test_property_tests_draw_from_a_fixed_seed_unless_a_random_run_is_asked(requ
     for current in (settings(), drawn):
         assert current.derandomize and current.database is None and current.deadline is None
     assert not settings.get_profile("random").derandomize
+
+
+# --- the output never replaces what training reads ----------------------------------------------------------
+
+
+def test_an_extension_written_over_its_base_is_refused(corpus, base, tmp_path, capsys):
+    base = Path(shutil.copytree(base, tmp_path / "tok"))
+    before = {p.name: p.read_bytes() for p in base.iterdir()}
+    assert bpe("train", corpus, "--start-from", base, "--vocab-size", 330, "--out", base, "--quiet") == 1
+    assert "destroy the input" in one_error_line(capsys)
+    assert {p.name: p.read_bytes() for p in base.iterdir()} == before
+    assert bpe("train", corpus, "--start-from", base / "tokenizer.json", "--vocab-size", 330, "--out", base,
+               "--quiet") == 1
+    one_error_line(capsys)
+    assert {p.name: p.read_bytes() for p in base.iterdir()} == before
+
+
+def test_a_tokenizer_written_into_the_count_table_it_reads_is_refused(corpus, tmp_path, capsys):
+    assert bpe("count", corpus, "--out", tmp_path / "counts", "--quiet") == 0
+    before = sorted(p.name for p in (tmp_path / "counts").iterdir())
+    assert bpe("train", "--counts", tmp_path / "counts", "--vocab-size", 300, "--out", tmp_path / "counts",
+               "--quiet") == 1
+    assert str(tmp_path / "counts") in one_error_line(capsys)
+    assert sorted(p.name for p in (tmp_path / "counts").iterdir()) == before
+    words = tmp_path / "words.tsv"
+    words.write_text(" the\t3\n", encoding="utf-8")
+    assert bpe("train", "--counts", words, "--vocab-size", 260, "--out", words, "--quiet") == 1
+    one_error_line(capsys)
+    assert words.read_text(encoding="utf-8") == " the\t3\n"

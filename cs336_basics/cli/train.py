@@ -11,7 +11,7 @@ from cs336_basics.bpe import Tokenizer, train_bpe, train_bpe_from_counts
 from cs336_basics.cli import common
 from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, positive_int
 from cs336_basics.corpora import sources
-from cs336_basics.counts.table import counted_with
+from cs336_basics.counts.table import MANIFEST, counted_with
 from cs336_basics.formats import pretrained
 from cs336_basics.text import patterns
 from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token, token_occurrences
@@ -73,7 +73,10 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
         specials = [*start.special_tokens, *(t for t in specials if t not in start.special_tokens)]
     out = common.writable_dir(Path(args.out))
     outputs = [out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv"]
-    common.refuse_outputs_among(outputs, files)
+    # Nor what training reads besides the corpus: the tokenizer to extend, the count table.
+    common.refuse_outputs_among(outputs, [*files, *(common.tokenizer_files(args.start_from) if start else ())])
+    if args.counts and Path(args.counts).is_dir():
+        common.refuse_outputs_among([out], [Path(args.counts) / MANIFEST])
     context.watch(*outputs)
     stats: dict = {}
     log: list[tuple[int, int]] = []
