@@ -195,6 +195,20 @@ def test_merge_log_names_the_ids_of_an_extended_open_model_with_gaps(gapped, cor
     assert tok.vocab[5] == EOT.encode() and tok.vocab[400] == b"<pad>" and min(set(tok.vocab) - set(range(401))) == 401
 
 
+def test_the_report_names_the_ids_of_an_extended_open_model_with_gaps(gapped, corpus, tmp_path):
+    pytest.importorskip("matplotlib")
+    from cs336_basics.report.page import build_report
+
+    assert bpe("train", corpus, "--start-from", gapped, "--vocab-size", 320, "--out", tmp_path / "ext", "--quiet") == 0
+    tok = saved(tmp_path / "ext")
+    page = build_report(tok, name="ext", log=read_merge_log(tmp_path / "ext" / "merge_log.tsv"), pretrained=[])
+    ids = {token: i for i, token in tok.vocab.items()}
+    last = tok.merges[-1]
+    assert f"<tr><td>{len(tok.merges) - 1}</td><td>{ids[last[0] + last[1]]}</td>" in page
+    first = tok.merges[0]
+    assert f"<tr><td>0</td><td>{ids[first[0] + first[1]]}</td>" in page
+
+
 def test_merge_log_names_the_ids_of_an_extension_of_our_own(base, corpus, tmp_path):
     assert bpe("train", corpus, "--start-from", base, "--special-token", IM_START, "--vocab-size", 340,
                "--out", tmp_path / "ext", "--quiet") == 0
