@@ -22,7 +22,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="the count table's folder")
     common.add_corpus_options(p)
     common.add_special_options(p)
-    p.add_argument("--workers", type=positive_int, help="processes for counting (default: all cores, 1 for less than 4M of input)")
+    p.add_argument("--workers", type=positive_int,
+                   help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--piece-size", type=byte_size, metavar="SIZE",
                    help="input bytes per shard, e.g. 64M (default: the input over the workers, so one shard per "
                         "worker, at least 1M and at most 1G; when resuming, as the unfinished table planned)")

@@ -38,10 +38,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="dataset directory: write it anew even if it was started with other settings")
     p.add_argument("--workers", type=positive_int, help="processes (default: all cores, 1 for less than 4M of input)")
-    p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="the ids' type (default: uint16 if the vocabulary's ids fit, else uint32)")
+    p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"],
+                   help="the ids' type (default: uint16 if the vocabulary's ids fit, else uint32)")
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
-                   help="auto (default): tiktoken where it can give our ids, else ours; python: ours; tiktoken: "
-                        "tiktoken's BPE over our vocabulary (same ids)")
+                   help="auto (default): tiktoken where it is installed and gives our ids, else ours (and ours for "
+                        "a small input); python: ours; tiktoken: tiktoken's BPE over our vocabulary (same ids)")
     common.add_special_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_encode)

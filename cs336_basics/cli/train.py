@@ -26,7 +26,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--vocab-size", type=positive_int, default=1000, help="tokens in the vocabulary (default 1000)")
     common.add_special_options(p)
     p.add_argument("--out", default="out/tokenizer", help="output folder (default: out/tokenizer)")
-    p.add_argument("--workers", type=positive_int, help="processes for counting (default: all cores, 1 for less than 4M of input)")
+    p.add_argument("--workers", type=positive_int,
+                   help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--min-count", type=positive_int, metavar="N",
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
                         "of all tokens, or 10 if that is more)")
