@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import PARALLEL_MIN_BYTES, train_bpe_from_iterator
 from cs336_basics.cli import build_parser, main
 from cs336_basics.cli.common import DEFAULT_SPECIAL, byte_size
+from cs336_basics.cli.train import bundled_corpus
 from cs336_basics.counts import writer as count_writer
 from cs336_basics.datasets import writer as dataset_writer
 from cs336_basics.encode.token_arrays import choose_dtype
@@ -37,12 +38,15 @@ def commands(parser: argparse.ArgumentParser | None = None, path: tuple[str, ...
 
 
 COMMANDS = list(commands())
-OPTIONS = [(path, action) for path, parser in COMMANDS for action in parser._actions
-           if action.option_strings and action.help not in (None, argparse.SUPPRESS)]
+ARGUMENTS = [(path, action) for path, parser in COMMANDS for action in parser._actions
+             if action.help not in (None, argparse.SUPPRESS) and not isinstance(action, argparse._SubParsersAction)]
+OPTIONS = [(path, action) for path, action in ARGUMENTS if action.option_strings]
 
 
 def name(path: tuple[str, ...], action: argparse.Action) -> str:
-    return " ".join(("bpe", *path, max(action.option_strings, key=len)))
+    """`bpe COMMAND --option` (its longest name), or `bpe COMMAND METAVAR` for a positional argument."""
+    last = max(action.option_strings, key=len) if action.option_strings else action.metavar or action.dest
+    return " ".join(("bpe", *path, last))
 
 
 def rendered_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
@@ -107,6 +111,10 @@ def _dtype(help_text: str) -> None:
     assert choose_dtype(65535) == np.uint16 and choose_dtype(65536) == np.uint32
 
 
+def _bundled_corpus(help_text: str) -> None:
+    assert "(default: a small corpus bundled with the package)" in help_text and bundled_corpus().is_file()
+
+
 def _words_only(help_text: str) -> None:
     """A default that is a rule the command applies (see its `run_*`), not a value to compare."""
 
@@ -118,15 +126,15 @@ DESCRIBED = {
     "--min-count": _min_count,
     "bpe encode --dtype": _dtype,
     "bpe serve --tokenizer": _words_only,
+    "bpe train INPUT": _bundled_corpus,
 }
 
 
 def _entry(table: dict, path: tuple[str, ...], action: argparse.Action):
-    option = max(action.option_strings, key=len)
-    return table.get(name(path, action), table.get(option))
+    return table.get(name(path, action), table.get(name(path, action).split()[-1]))
 
 
-@pytest.mark.parametrize("path, action", OPTIONS, ids=[name(p, a) for p, a in OPTIONS])
+@pytest.mark.parametrize("path, action", ARGUMENTS, ids=[name(p, a) for p, a in ARGUMENTS])
 def test_a_stated_default_is_the_real_one(path, action):
     parser = dict(COMMANDS)[path]
     text = rendered_help(parser, action)

@@ -19,10 +19,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     option = adding.add_argument("--add", nargs="+", metavar="TABLE",
                                  help="add up these count tables into --out instead of counting")
     common.add_alias(adding, option, "--merge")
-    p.add_argument("--out", required=True, help="the count table's folder")
+    p.add_argument("--out", required=True, metavar="DIR", help="the count table's folder")
     common.add_corpus_options(p)
     common.add_special_options(p)
-    p.add_argument("--workers", type=positive_int,
+    p.add_argument("--workers", type=positive_int, metavar="N",
                    help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--piece-size", type=byte_size, metavar="SIZE",
                    help="input bytes per shard, e.g. 64M (default: the input over the workers, so one shard per "
