@@ -285,8 +285,8 @@ def test_ctrl_c_during_an_import_is_an_interruption(monkeypatch, capsys):
         raise ImportError("No module named 'numpy'")
 
     monkeypatch.setattr(stats, "run_vocab", interrupted_import)
-    assert main(["vocab", "x"]) == 130
+    assert main(["vocab", "--tokenizer", "x"]) == 130
     assert "interrupted" in capsys.readouterr().err
     monkeypatch.setattr(stats, "run_vocab", missing_module)
-    assert main(["vocab", "x"]) == 1
+    assert main(["vocab", "--tokenizer", "x"]) == 1
     assert "No module named 'numpy'" in capsys.readouterr().err

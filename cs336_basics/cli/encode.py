@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cs336_basics.bpe import Tokenizer, default_num_workers
 from cs336_basics.cli import common
-from cs336_basics.cli.common import RunContext, positive_int
+from cs336_basics.cli.common import RunContext, byte_size, positive_int
 from cs336_basics.corpora import sources
 from cs336_basics.encode import engines
 from cs336_basics.errors import CommandError
@@ -21,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("encode", help="encode text files into one NumPy token array or a dataset directory")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{common.INPUTS_HELP}, encoded in order")
     common.add_corpus_options(p)
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
+    common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
     p.add_argument("--out", required=True, metavar="FILE.npy|DIR|PREFIX",
                    help="the array to write, or (not ending in .npy) a dataset directory of shards, resumable, "
                         "or with --format the prefix of a trainer's files")
@@ -33,43 +33,31 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--append-separator", action="store_true",
                    help="end the last document with the separator, as Megatron-LM's --append-eod ends every "
                         "document (by default it ends as the input does)")
-    p.add_argument("--shard-size", type=_byte_size, metavar="SIZE",
+    p.add_argument("--shard-size", type=byte_size, metavar="SIZE",
                    help="dataset directory: about this many bytes of ids per shard (default 256M)")
     p.add_argument("--overwrite", action="store_true",
                    help="dataset directory: write it anew even if it was started with other settings")
-    p.add_argument("--workers", type=positive_int, help="processes (default: all cores)")
-    p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="default: uint16 if ids fit")
+    p.add_argument("--workers", type=positive_int, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
+    p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"],
+                   help="the ids' type (default: uint16 if the vocabulary's ids fit, else uint32)")
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
-                   help="tiktoken's BPE over our vocabulary (same ids), ours, or tiktoken where it can give our ids (default)")
+                   help="auto (default): tiktoken where it is installed and gives our ids, else ours (and ours for "
+                        "a small input); python: ours; tiktoken: tiktoken's BPE over our vocabulary (same ids)")
     common.add_special_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_encode)
 
     p = commands.add_parser("decode", help="print the text of a token array")
     p.add_argument("array", metavar="FILE.npy")
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
+    common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name")
     common.add_special_options(p)
     p.set_defaults(run=run_decode)
 
     p = commands.add_parser("inspect", help="show how a text is cut into tokens")
     p.add_argument("text")
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
+    common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name")
     common.add_special_options(p)
     p.set_defaults(run=run_inspect)
-
-
-def _byte_size(text: str) -> int:
-    """A size such as 256M, 64KiB or 1000 (bytes)."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
-    try:
-        value = int(float(number) * units[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size such as 256M or 1000000, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
-    return value
 
 
 # --- encode ------------------------------------------------------------------------------------------

@@ -19,14 +19,17 @@ from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `bpe train` to the subcommands."""
-    p = commands.add_parser("train", help="train a tokenizer and write DIR/vocab.json and DIR/merges.txt")
+    p = commands.add_parser("train", help="train a tokenizer and write it to a folder (vocab.json, merges.txt, "
+                                            "tokenizer.json and merge_log.tsv)")
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help=f"{common.INPUTS_HELP} (default: a small corpus bundled with the package)")
     common.add_corpus_options(p)
-    p.add_argument("--vocab-size", type=positive_int, default=1000, help="tokens in the vocabulary (default 1000)")
+    p.add_argument("--vocab-size", type=positive_int, default=1000, metavar="N",
+                   help="tokens in the vocabulary (default 1000)")
     common.add_special_options(p)
-    p.add_argument("--out", default="out/tokenizer", help="output folder (default: out/tokenizer)")
-    p.add_argument("--workers", type=positive_int, help="processes for counting (default: all cores)")
+    p.add_argument("--out", default="out/tokenizer", metavar="DIR", help="output folder (default: out/tokenizer)")
+    p.add_argument("--workers", type=positive_int, metavar="N",
+                   help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--min-count", type=positive_int, metavar="N",
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
                         "of all tokens, or 10 if that is more)")
