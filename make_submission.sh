@@ -23,8 +23,10 @@ if [ "${1:-}" = "--zip-only" ]; then
 else
     uv run pytest --junitxml=test_results.xml "$@" || echo "Some tests failed; the submission is written anyway, with test_results.xml." >&2
 fi
-# The zip needs only the standard library: no project environment.
+# The zip needs only the standard library (of any Python 3.7 or later): no project environment.
 uv run --no-project --quiet python - <<'PY'
+from __future__ import annotations
+
 import os
 import subprocess
 import sys
@@ -73,7 +75,8 @@ if tracked is None or untracked is None:
     for dirpath, dirnames, filenames in os.walk("."):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info"))
         for filename in filenames:
-            name = Path(dirpath, filename).as_posix().removeprefix("./")
+            name = Path(dirpath, filename).as_posix()
+            name = name[2:] if name.startswith("./") else name
             (tracked if name.startswith("cs336_basics/") else untracked).append(name)
 
 names = {n for n in tracked if wanted(n, True)} | {n for n in untracked if wanted(n, False)}
