@@ -43,15 +43,34 @@ def test_bytes_per_token_is_one_figure_in_train_encode_and_stats(tmp_path, capsy
     assert f"{corpus}: {len(text.encode()):,} bytes" in out  # the text stats measured, and its size
 
 
+def test_train_and_stats_measure_records_alike(tmp_path, capsys):
+    # Each record of a .jsonl file is a text of its own, in the training summary as in `bpe stats`.
+    import json
+
+    records = (FIXTURES_PATH / "english.txt").read_text(encoding="utf-8")[:40_000].split(EOT)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": r}) + "\n" for r in records), encoding="utf-8")
+    folder = tmp_path / "tok"
+    assert main(["train", str(corpus), "--vocab-size", "350", "--out", str(folder), "--quiet"]) == 0
+    assert main(["stats", str(corpus), "--tokenizer", str(folder), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    tokenizer = load(folder)
+    size = sum(len(r.encode()) for r in records)
+    oracle = f"{size / sum(len(tokenizer.encode(r)) for r in records):.2f}"
+    assert f"compression          {oracle} bytes per token on all {size / 1000:.1f} KB of {corpus}\n" in out
+    assert re.search(r"^bytes per token +(\S+)$", out, re.M).group(1) == oracle
+    assert f"{corpus}: {size:,} bytes" in out
+
+
 def test_the_summary_names_the_part_of_a_large_file_it_measured(tmp_path):
     corpus = tmp_path / "big.txt"
     corpus.write_bytes((FIXTURES_PATH / "english.txt").read_bytes()[:30_000])
     files = sources.resolve(str(corpus))
     sample, part = _sample_text(files, [EOT], "text", "gpt2", limit=4000)
-    assert part == "the last" and 0 < len(sample.encode()) < 10_000
-    assert corpus.read_text(encoding="utf-8").endswith(sample)
+    assert part == "the last" and len(sample) == 1 and 0 < len(sample[0].encode()) < 10_000
+    assert corpus.read_text(encoding="utf-8").endswith(sample[0])
     sample, part = _sample_text(files, [EOT], "text", "gpt2")
-    assert part == "all" and sample == corpus.read_text(encoding="utf-8")
+    assert part == "all" and sample == [corpus.read_text(encoding="utf-8")]
     assert report.on_text(2_100_000, 1_000_000, "valid.txt", "the last") == \
         "2.10 bytes per token on the last 2.1 MB of valid.txt"
 

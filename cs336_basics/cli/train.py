@@ -92,7 +92,8 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     input_path = sources.describe(inputs)
 
     sample, part = _sample_text(files, specials, args.text_field, pattern)
-    sample_tokens = len(tokenizer.encode(sample)) if sample else 0
+    sample_bytes = sum(len(text.encode()) for text in sample)
+    sample_tokens = sum(len(tokenizer.encode(text)) for text in sample)
     own, child = _peak_rss_mb()
     special_bytes = {s.encode() for s in specials}
     # The five longest, ties in id order (sorted is stable).
@@ -109,7 +110,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     print(f"  peak memory          {own:8.0f} MB in this process{workers}")
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
-        print(f"  compression          {report.on_text(len(sample.encode()), sample_tokens, files[-1].path, part)}")
+        print(f"  compression          {report.on_text(sample_bytes, sample_tokens, files[-1].path, part)}")
     base = (args.start_from, base_merges, len(start.vocab)) if start is not None else None
     _print_under_trained(tokenizer, merge_log, args.min_count, out, base)
     print(f"wrote {out / 'vocab.json'}, {out / 'merges.txt'} and {out / 'tokenizer.json'} ({len(vocab):,} tokens), "
@@ -162,27 +163,28 @@ def _printable(token: bytes) -> str:
 
 
 def _sample_text(files: list, specials: list[str], text_field: str, pattern: str,
-                 limit: int = 1 << 20) -> tuple[str, str]:
-    """The text the summary measures compression on, documents joined with the first special token,
-    and which part of the last file it is: "all" of it when it is small, else about its last
-    megabyte ("the last"; "the first" of a compressed file, which cannot seek)."""
+                 limit: int = 1 << 20) -> tuple[list[str], str]:
+    """The texts the summary measures compression on, as `bpe stats` reads them (the text of a
+    `.txt` file as one, each record of a `.jsonl` or `.parquet` file as one), and which part of the
+    last file they are: "all" of it when it is small, else about its last megabyte ("the last";
+    "the first" of a compressed file, which cannot seek)."""
     if not files:
-        return "", "all"
+        return [], "all"
     units = sources.plan_units(files[-1:], piece_size=limit, special_tokens=specials, text_field=text_field,
                                pattern=pattern)
     if not units:
-        return "", "all"
-    separator = specials[0] if specials else ""
-    parts: list[str] = []
+        return [], "all"
+    texts: list[str] = []
     size = 0
     stopped = False
     for _, text, starts_document in sources.read_unit(units[-1]):
-        if starts_document and parts:
-            parts.append(separator)
-        parts.append(text)
+        if starts_document or not texts:
+            texts.append(text)
+        else:  # a block of a .txt file, continuing the one before
+            texts[-1] += text
         size += len(text)
         if size >= limit:
             stopped = True
             break
     part = "the last" if len(units) > 1 else "the first" if stopped else "all"
-    return "".join(parts), part
+    return texts, part
