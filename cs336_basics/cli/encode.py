@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers
 from cs336_basics.cli import common
 from cs336_basics.cli.common import RunContext, byte_size, positive_int
@@ -92,7 +93,7 @@ def run_encode(args: argparse.Namespace, context: RunContext) -> None:
             append_separator=args.append_separator,
         )
     seconds = time.perf_counter() - started
-    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine)
+    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine, tokenizer)
 
 
 def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> tuple:
@@ -110,17 +111,34 @@ def _progress(args: argparse.Namespace, total_bytes: int):
 
 
 def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_bytes: int, seconds: float,
-                    engine) -> None:
+                    engine, tokenizer: Tokenizer) -> None:
     total_bytes = sum(f.size for f in files)
     where = f"on the Dask cluster at {args.dask_scheduler}" if args.dask_scheduler else f"with {workers} worker(s)"
     print(f"{wrote}: {count:,} tokens from {total_bytes:,} bytes {where}")
     if count and encoded_bytes:
         speed = f"{encoded_bytes / 1e6 / max(seconds, 1e-9):.1f} MB/s"
         if all(f.format == "txt" and f.compression is None for f in files):  # file bytes are text bytes
-            print(f"  {total_bytes / count:.2f} bytes per token, {speed}")
+            text_bytes = _encoded_text_bytes(files, tokenizer, args.append_separator)
+            print(f"  {report.on_text(text_bytes, count, sources.describe(args.inputs))}; {speed}")
         else:
             print(f"  {speed} of input files (see `bpe stats` for bytes of text per token)")
     print(f"  engine: {engine.engine} ({engine.reason})")
+
+
+def _encoded_text_bytes(files: list, tokenizer: Tokenizer, append_separator: bool) -> int:
+    """The UTF-8 bytes of the text that `.txt` `files` encode as: their bytes, with the separator (the
+    first special token) that joins each two non-empty files, and the one --append-separator adds
+    unless the text ends with it, so that bytes per token is that of `encode` of the same text."""
+    written = [f for f in files if f.size]
+    if not tokenizer.special_tokens or not written:
+        return sum(f.size for f in written)
+    separator = tokenizer.special_tokens[0].encode("utf-8")
+    joins = len(written) - 1
+    if append_separator:
+        with open(written[-1].path, "rb") as f:
+            f.seek(max(written[-1].size - len(separator), 0))
+            joins += f.read() != separator
+    return sum(f.size for f in written) + joins * len(separator)
 
 
 def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: Tokenizer, files: list) -> None:
@@ -142,7 +160,7 @@ def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: To
             raise
     seconds = time.perf_counter() - started
     _encode_summary(args, files, f"wrote {str(out).rstrip('/')}/ ({written.shards:,} shards, {written.documents:,} documents)",
-                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds, engine)
+                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds, engine, tokenizer)
     if written.reused_bytes:
         print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run "
               f"({written.reused_shards:,} of {written.shards:,} shards whole)")
@@ -196,7 +214,7 @@ def _encode_format(args: argparse.Namespace, context: RunContext, tokenizer: Tok
     where = ", ".join(str(p) for p in converted.paths[:2]) + (
         f" ... ({len(converted.paths):,} files)" if len(converted.paths) > 2 else "")
     _encode_summary(args, files, f"wrote {where} ({converted.documents:,} documents)", converted.tokens, workers,
-                    written.input_bytes - written.reused_bytes, seconds, engine)
+                    written.input_bytes - written.reused_bytes, seconds, engine, tokenizer)
     if written.reused_bytes:
         print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run")
 

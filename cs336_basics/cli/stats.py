@@ -30,6 +30,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                                    ".tiktoken or a name (e.g. gpt2)", old_positional=True)
     p.add_argument("--under-trained", action="store_true", help="list only the under-trained tokens, fewest first")
     p.add_argument("--min-count", type=positive_int, metavar="N", help=common.MIN_COUNT_HELP)
+    p.add_argument("--sort", choices=["id", "length"],
+                   help="list the tokens in id order, or by length: longest first, ties in id order (without "
+                        "--sort: id order, or fewest occurrences first with --under-trained)")
     p.add_argument("--text", action="append", metavar="INPUT",
                    help="count occurrences on this text instead of the training corpus (e.g. for a pretrained "
                         "tokenizer); repeatable")
@@ -118,5 +121,9 @@ def run_vocab(args: argparse.Namespace, context: RunContext) -> None:
     entries = report.vocab_entries(tokenizer, log, occurrences=occurrences, min_count=args.min_count)
     if args.under_trained:
         entries = report.under_trained(entries)
+    if args.sort == "id":
+        entries = sorted(entries, key=lambda e: e.id)
+    elif args.sort == "length":
+        entries = sorted(entries, key=lambda e: (-len(e.token), e.id))
     for line in report.vocab_tsv_lines(entries):
         print(line)
