@@ -141,7 +141,7 @@ def _print_under_trained(tokenizer: Tokenizer, log: MergeLog, min_count: int | N
         others = f"the {base[2]:,} tokens of {base[0]} are not judged"
     print(f"  under-trained        {len(merged):,} {whose} with fewer than {min_count:,} occurrences in the "
           f"encoded corpus or unreachable{': ' if merged else ''}{listed}{more}; {others}; "
-          f"see bpe vocab {out} --under-trained")
+          f"see bpe vocab --tokenizer {out} --under-trained")
 
 
 def _pattern_label(pattern: str) -> str:

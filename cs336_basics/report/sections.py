@@ -185,7 +185,7 @@ def under_trained_html(flagged: list[VocabEntry], counted_on: str | None, min_co
                          f'<td class="n">{occ}</td><td>{e(why)}</td></tr>')
         parts.append("</tbody></table>")
         if len(merged) > shown:
-            parts.append(f'<p class="note">and {len(merged) - shown:,} more: <code>bpe vocab DIR --under-trained</code> '
+            parts.append(f'<p class="note">and {len(merged) - shown:,} more: <code>bpe vocab --tokenizer DIR --under-trained</code> '
                          "lists them all.</p>")
     parts.append("</section>")
     return "".join(parts)
