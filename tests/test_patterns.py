@@ -77,7 +77,7 @@ def test_named_patterns_are_tiktokens(monkeypatch):
     monkeypatch.setattr(openai_public, "data_gym_to_mergeable_bpe_ranks", lambda *args, **kwargs: {})
     assert patterns.regex_string("cl100k") == openai_public.cl100k_base()["pat_str"]
     assert patterns.regex_string("o200k") == openai_public.o200k_base()["pat_str"]
-    # tiktoken's r50k/p50k pattern is a possessive rewrite of GPT-2's; the spec keeps GPT-2's own.
+    # tiktoken's r50k/p50k pattern is a possessive rewrite of GPT-2's; docs/behaviour.md keeps GPT-2's own.
     assert patterns.regex_string("gpt2") == r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
