@@ -194,7 +194,7 @@ def test_device_gives_torch_tensors(tmp_path):
 
 
 def test_megatron_files_with_several_sequences_per_document_read_as_whole_documents(tmp_path):
-    """Files written by others may split a document into sentences: built here from docs/behaviour.md's words."""
+    """Files written by others may split a document into sentences: built here from docs/formats.md's layout."""
     sequences = [[1, 2], [3], [4, 5, 6]]  # document 0 is sequences 0 and 1, document 1 is sequence 2
     lengths = [len(s) for s in sequences]
     pointers = [0, 4, 6]  # bytes, uint16 ids

@@ -39,8 +39,9 @@ def test_overlapping_pairs_count_twice(tmp_path):
 
 
 def test_tie_break_prefers_the_greatest_pair_bytes(tmp_path):
-    # The example of docs/behaviour.md: among (A, B), (A, C), (B, ZZ), (BA, A), all once, (BA, A) wins. The corpus first
-    # makes ZZ and BA (4 times each; ZZ wins that tie), then those four pairs occur once each.
+    # The example of docs/behaviour.md: among (A, B), (A, C), (B, ZZ), (BA, A), all once, (BA, A)
+    # wins. The corpus first makes ZZ and BA (4 times each; ZZ wins that tie), then those four pairs
+    # occur once each.
     text = "BAA\nAB\nAC\nBZZ\nBA\nBA\nBA\nZZ\nZZ\nZZ"
     vocab, merges = train_text(tmp_path, text, 259, [])
     assert merges == [(b"Z", b"Z"), (b"B", b"A"), (b"BA", b"A")]
