@@ -1,4 +1,4 @@
-"""Time our trainer against the slow reference trainer of the tests on a small corpus.
+"""Time our trainer against the reference trainer (`cs336_basics/train/reference.py`) on a small corpus.
 
     uv run python benchmarks/bench_train_small.py [CORPUS] [--vocab-size 500] [--runs 5]
 
@@ -13,10 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.reference
-
-from cs336_basics.bpe import train_bpe  # noqa: E402
-from cs336_basics.train.reference import train_bpe_reference  # noqa: E402
+from cs336_basics.bpe import train_bpe
+from cs336_basics.train.reference import train_bpe_reference
 
 
 def main() -> None:
