@@ -13,8 +13,9 @@ from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
 from cs336_basics.cli.train import bundled_corpus
 from cs336_basics.report import classify_token
-from tests.common import FIXTURES_PATH, gpt2_files
-from tests.reference import GPT2_PATTERN, reference_encode, split_documents
+from cs336_basics.train.reference import split_documents
+from tests.common import FIXTURES_PATH, GPT2_PATTERN, gpt2_files
+from tests.reference import reference_encode
 
 EOT = "<|endoftext|>"
 FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]

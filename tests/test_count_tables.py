@@ -1,5 +1,5 @@
 """Count tables (`bpe count`, `train_bpe_from_counts`, `bpe train --counts`): training from a table
-gives exactly the merges of training on the text (oracle: tests/reference.py's slow trainer), tables
+gives exactly the merges of training on the text (oracle: the reference trainer), tables
 add up exactly, a stopped `bpe count` resumes to a byte-identical table, counts past 2^32 stay exact,
 and bad input fails with one line naming the file."""
 
@@ -18,11 +18,11 @@ from cs336_basics.counts import table, writer
 from cs336_basics.train.merge import train_merges
 from cs336_basics.train.merge_log import readable_token
 from tests.kill_target import release
-from tests.reference import GPT2_PATTERN, reference_train_bpe, reference_train_from_counts
+from cs336_basics.train.reference import learn_merges, train_bpe_reference
 
 KILL_TARGET = Path(__file__).resolve().parent / "kill_target.py"
 SPECIAL = "<|endoftext|>"
-PATTERNS = {"gpt2": GPT2_PATTERN, "none": None, r"\S+|\s+": r"\S+|\s+"}
+PATTERNS = ["gpt2", "none", r"\S+|\s+"]
 
 texts = st.lists(st.sampled_from(list("ab c\n\té!") + ["<|endoftext|>", "<s>", "\U0001f600", "ab", "  "]),
                  max_size=60).map("".join)
@@ -44,7 +44,7 @@ def test_counts_then_train_equals_train_on_the_text_and_the_oracle(text, pattern
         expected = train_bpe(corpus, vocab, specials, pattern=pattern, num_workers=1)
         assert train_bpe_from_counts(folder, vocab) == expected
         assert train_bpe_from_counts(folder, vocab, specials, pattern=pattern) == expected
-        assert expected == reference_train_bpe(text, vocab, specials, PATTERNS[pattern])
+        assert expected == train_bpe_reference(text, vocab, specials, pattern)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,7 +79,7 @@ def test_a_tsv_file_trains_as_its_counts(tmp_path):
     want = {**counts, b"hello": 8}
     assert table.read_tsv(path).word_counts == want
     assert train_bpe_from_counts(path, 280) == train_bpe_from_counts(want, 280)
-    merges, _ = reference_train_from_counts(want, 280 - 256)
+    merges, _ = learn_merges(want, 280 - 256)
     assert train_bpe_from_counts(path, 280)[1] == merges
 
 
@@ -88,7 +88,7 @@ def test_counts_beyond_32_bits_against_the_oracle(tmp_path):
     lose to (c, d), and the pair counts summed over words (past 2^33) would wrap."""
     big = 1 << 32
     counts = {b"ab": big + 3, b"cd": 1000, b"abab": big // 2 + 7, b"xyz": 3 * big, b"xy": big + 1, b"cdcd": 5}
-    merges, log = reference_train_from_counts(counts, 6)
+    merges, log = learn_merges(counts, 6)
     lines = "".join(f"{readable_token(w)}\t{n}\n" for w, n in counts.items())
     (tmp_path / "c.tsv").write_text(lines, encoding="utf-8")
     words = sorted(counts)

@@ -15,7 +15,7 @@ from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
 from cs336_basics.train.merge_log import MergeLog, compression_curve, read_merge_log, readable_token
 from tests.common import FIXTURES_PATH
-from tests.reference import reference_train_bpe
+from cs336_basics.train.reference import train_bpe_reference
 
 EOT = "<|endoftext|>"
 
@@ -46,7 +46,7 @@ def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
     rows = [r[:6] for r in csv.reader(lines[1:], delimiter="\t")]  # occurrences: see test_under_trained.py
     assert [int(r[0]) for r in rows] == sorted(tokenizer.vocab) == list(range(500))
     reference_log: list[tuple[int, int]] = []
-    _, merges = reference_train_bpe((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"), 500, [EOT],
+    _, merges = train_bpe_reference((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"), 500, [EOT],
                                     merge_log=reference_log)
     for token_id, token, rank, left, right, count in rows:
         token_id = int(token_id)
@@ -139,7 +139,7 @@ def test_truncated_tokenizer_is_what_training_with_fewer_merges_gives(trained, t
     _, tokenizer = trained
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
     for k in (0, 17, 120):
-        vocab, merges = reference_train_bpe(text, 256 + k + 1, [EOT])
+        vocab, merges = train_bpe_reference(text, 256 + k + 1, [EOT])
         cut = report.truncated(tokenizer, k)
         assert cut.merges == merges and sorted(cut.vocab.values()) == sorted(vocab.values())
         sample = (FIXTURES_PATH / "german.txt").read_bytes().decode("utf-8")[:3000]

@@ -13,7 +13,8 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.train.merge_log import MergeLog, read_merge_log, readable_token, token_occurrences
 from tests.common import FIXTURES_PATH
-from tests.reference import reference_encode, reference_train_bpe, split_documents
+from cs336_basics.train.reference import split_documents, train_bpe_reference
+from tests.reference import reference_encode
 
 EOT = "<|endoftext|>"
 
@@ -93,7 +94,7 @@ def test_default_minimum_is_a_millionth_of_the_tokens_or_ten():
 
 def check_against_reference(tmp_path, text: str, vocab_size: int, specials: list[str], min_count: int) -> None:
     vocab, merges, log = train(tmp_path, text, vocab_size, specials)
-    ref_vocab, ref_merges = reference_train_bpe(text, vocab_size, specials)
+    ref_vocab, ref_merges = train_bpe_reference(text, vocab_size, specials)
     assert merges == ref_merges
     counts = encoded_counts(text, ref_vocab, ref_merges, specials)
     assert log.occurrences == [counts[i] for i in range(256 + len(merges))]
