@@ -164,7 +164,7 @@ def test_the_writer_refuses_what_no_file_can_hold(tmp_path):
     assert not (tmp_path / "c.tsv").exists()
 
 
-def test_bpe_train_counts_reads_a_quoted_token_as_merge_log_writes_it(tmp_path, capsys):
+def test_bpe_train_counts_reads_a_quoted_token_as_merge_log_writes_it(tmp_path):
     counts = {b'"a"': 50, b'"ab"': 30, b"ab": 20, b'a"b': 7, b"\t\n": 4}
     path = tmp_path / "words.tsv"
     path.write_text("".join(tsv.row([readable_token(w), n]) + "\n" for w, n in counts.items()), encoding="utf-8")
