@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import train_bpe, train_bpe_from_counts
 from cs336_basics.cli import main as bpe_main
 from cs336_basics.counts import table, writer
+from cs336_basics.text import tsv
 from cs336_basics.train.merge import train_merges
 from cs336_basics.train.merge_log import readable_token
 from tests.kill_target import release
@@ -73,7 +74,8 @@ def test_readable_tokens_read_back(token):
 
 def test_a_tsv_file_trains_as_its_counts(tmp_path):
     counts = {b"hello": 7, b" world": 3, b"\xff\t\n\\": 2, "é\u2028x".encode(): 4, b'"q"': 5}
-    lines = [f"{readable_token(w)}\t{n}" for w, n in counts.items()] + ["hello\t1"]  # written twice: added
+    # Cells as text.tsv writes them: `"q"` quoted the CSV way (bare, it would read as the token q).
+    lines = [tsv.row([readable_token(w), n]) for w, n in counts.items()] + ["hello\t1"]  # written twice: added
     path = tmp_path / "counts.tsv"
     path.write_text("\r\n".join(lines) + "\n", encoding="utf-8")
     want = {**counts, b"hello": 8}
