@@ -175,7 +175,7 @@ def test_a_corrupt_shard_and_a_bad_line_fail_with_one_line_naming_the_file(tmp_p
 def test_bpe_count_and_train_from_it_on_the_command_line(tmp_path, corpus, capsys):
     out = tmp_path / "t"
     assert bpe_main(["count", str(corpus), "--out", str(out), "--piece-size", "2000", "--quiet"]) == 0
-    assert bpe_main(["count", "--merge", str(out), str(out), "--out", str(tmp_path / "sum")]) == 0
+    assert bpe_main(["count", "--add", str(out), str(out), "--out", str(tmp_path / "sum")]) == 0
     assert bpe_main(["train", "--counts", str(tmp_path / "sum"), "--vocab-size", "300", "--out", str(tmp_path / "tok"),
                      "--quiet"]) == 0
     merges = (tmp_path / "tok" / "merges.txt").read_text()

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cs336_basics.datasets import shard_folder
 from cs336_basics.errors import missing_extra
 from cs336_basics.formats import staged
 from cs336_basics.text import patterns
@@ -36,9 +37,10 @@ from cs336_basics.text.pretokenize import validate_special_tokens
 
 FORMAT = "cs336-count-table"
 VERSION = 1
-MANIFEST = "manifest.json"
-WORK = ".work"  # the plan and the shards' records of an unfinished run (see `writer`)
-LOCK = ".lock"
+MANIFEST = shard_folder.MANIFEST
+WORK = shard_folder.WORK  # the plan and the shards' records of an unfinished run (see `writer`)
+LOCK = shard_folder.LOCK
+TOTAL_KEYS = ("input_bytes", "occurrences", "pretoken_bytes", "rows")  # the manifest's `totals`, with `shards`
 INT64_MAX = (1 << 63) - 1
 # Rows per shard when a whole table is written at once (`merge_tables`).
 MERGED_SHARD_ROWS = 1 << 22
@@ -168,9 +170,7 @@ def read_manifest(folder: Path) -> dict:
 
 def totals(entries: Iterable[dict]) -> dict:
     """The manifest's `totals` of its shard entries."""
-    entries = list(entries)
-    return {key: sum(e.get(key, 0) for e in entries)
-            for key in ("input_bytes", "occurrences", "pretoken_bytes", "rows")} | {"shards": len(entries)}
+    return shard_folder.totals(entries, TOTAL_KEYS)
 
 
 def manifest_text(head: dict, entries: list[dict]) -> str:
