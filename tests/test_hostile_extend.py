@@ -132,13 +132,17 @@ def test_gpt2_with_a_new_special_token_in_the_command_as_in_the_function(gpt2_of
     assert (cli.vocab, cli.merges, cli.special_tokens) == (vocab, merges, [EOT, IM_START])
     assert vocab[50256] == EOT.encode() and vocab[size - 1] == IM_START.encode()
     check_merge_log_ids(tmp_path / "cli")
-    # An ordinary token of GPT-2 named special: refused by both, naming it and its id.
+
+
+def test_an_ordinary_token_of_gpt2_named_special_is_refused_by_both(gpt2_offline, corpus, tmp_path, capsys):
+    size = len(gpt2_offline.vocab) + 20
     with pytest.raises(ValueError, match=r"' function'.*2163"):
-        train_bpe(corpus, size, [" function"], start_from="gpt2")
+        train_bpe(corpus, size, [" function"], start_from=gpt2_offline)
     assert bpe("train", corpus, "--start-from", "gpt2", "--special-token", " function", "--vocab-size", size,
                "--out", tmp_path / "no", "--quiet") == 1
     line = one_error_line(capsys)
     assert "' function'" in line and "2163" in line
+    assert not (tmp_path / "no").exists()
 
 
 # --- merge_log.tsv names the tokenizer's ids ---------------------------------------------------------------
