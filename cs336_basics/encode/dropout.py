@@ -1,0 +1,241 @@
+"""BPE-dropout (Provilkov et al., 2020): BPE that skips each merge it could make with probability p,
+so one text gets a different valid segmentation on each call, as Hugging Face's `BPE(dropout=p)`.
+
+The process, on one pre-token, is Hugging Face's (`merge_all` of its BPE model), step for step:
+the candidate merges (adjacent pairs that some merge joins) wait in a queue ordered by (rank,
+position). Each one taken from the queue is dropped with probability p and set aside; one that is
+not dropped first puts those set aside back, then is merged, unless it is stale (a side of it was
+merged meanwhile: entries are not removed from the queue when that happens), and the pairs it makes
+with its neighbours join the queue. The pre-token is done when the queue is empty: every merge still
+possible was dropped once more. Stale entries draw too, and one that is not dropped also puts the
+set-aside merges back: this gives a dropped merge a second chance and makes the final merges of a
+word much likelier than 1 - p (measured on Hugging Face's `tokenizers` too; a test compares them).
+
+Because of that second chance, what happens in one part of a pre-token depends on the rest of it,
+so a pre-token is never cut into parts here (unlike `encoder.merge_words`): each is processed
+whole. Hugging Face's `ignore_merges` (a pre-token that is a token is taken whole) does not apply
+with dropout, as in Hugging Face's.
+
+Speed. The outcome is a function of which draws (numbered in the order entries are taken) drop:
+with no drop it is plain BPE. The draws are Bernoulli(p), so the number of the first dropped one is
+geometric: one vectorized NumPy draw per pre-token occurrence says whether it drops within the
+`pops` draws its plain BPE takes. Most occurrences do not (then their ids are the plain ones, kept
+per distinct pre-token); the others follow the chain of drops, each step keyed by the pre-token and
+the drops so far, whose outcome (ids and number of draws) is computed once and kept.
+
+Randomness. Draws come from NumPy generators seeded by a stream key (the seed, and for `bpe encode`
+the work unit's number, for `encode_batch` the text's) and the number of the block of `BLOCK`
+pre-tokens the occurrence falls in, so the ids depend on the seed and the sequence of pre-tokens
+only: not on how a text is cut into calls (`encode_iterable` gives `encode`'s ids) or onto workers.
+"""
+
+import heapq
+import secrets
+from collections.abc import Callable, Sequence
+from itertools import chain
+
+import numpy as np
+
+from cs336_basics.encode.encoder import MergeTable
+
+# Pre-token occurrences per block of randomness (see the module docstring).
+BLOCK = 1 << 13
+# Distinct pre-tokens (and outcomes) kept before everything kept is dropped at once.
+_MAX_KEPT = 1 << 20
+
+
+def checked_dropout(dropout: float) -> float:
+    """`dropout` as a float in [0, 1]; ValueError otherwise."""
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
+        raise ValueError(f"dropout must be a probability between 0 and 1, got {dropout!r}")
+    return float(dropout)
+
+
+def stream_key(seed: "int | Sequence[int] | None") -> tuple[int, ...]:
+    """The key of a random stream: the seed's numbers (a fresh random seed when None)."""
+    if seed is None:
+        return (secrets.randbits(64),)
+    numbers = (seed,) if isinstance(seed, int) else tuple(seed) if isinstance(seed, (tuple, list)) else None
+    if not numbers or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in numbers):
+        raise ValueError(f"seed must be a non-negative int (or a sequence of them) or None, got {seed!r}")
+    return numbers
+
+
+def randomness(dropout: float, seed: "int | Sequence[int] | None") -> "tuple[()] | tuple[float, Stream]":
+    """What `TextEncoder.encode_packed` takes after the text: nothing for `dropout` 0 (plain BPE),
+    else the probability and a `Stream` from `seed`. ValueError for a bad probability or seed."""
+    dropout = checked_dropout(dropout)
+    key = stream_key(seed)
+    return (dropout, Stream(key)) if dropout else ()
+
+
+def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, int]:
+    """Hugging Face's dropout BPE of one pre-token (bytes as id-characters, see `encoder`) where the
+    draws numbered in `drops` (1-based, increasing) drop and every other draw keeps: (its tokens as
+    id-characters, the number of draws made). See the module docstring."""
+    rank_of = table.pair_rank.get
+    merged = table.merged
+    n = len(word)
+    tokens: list[str | None] = list(word)
+    nxt = [*range(1, n), -1]
+    prv = list(range(-1, n - 1))
+    queue = [(r, i) for i, pair in enumerate(map(str.__add__, word, word[1:])) if (r := rank_of(pair)) is not None]
+    heapq.heapify(queue)
+    pop, push = heapq.heappop, heapq.heappush
+    set_aside: list[tuple[int, int]] = []
+    pending = iter(drops)
+    next_drop = next(pending, 0)
+    draws = 0
+    while queue:
+        entry = pop(queue)
+        draws += 1
+        if draws == next_drop:
+            set_aside.append(entry)
+            next_drop = next(pending, 0)
+            continue
+        for skipped in set_aside:
+            push(queue, skipped)
+        set_aside.clear()
+        rank, i = entry
+        left = tokens[i]
+        j = nxt[i]
+        if left is None or j < 0 or rank_of(left + tokens[j]) != rank:
+            continue  # stale
+        new = merged[rank][1]
+        tokens[i] = new
+        tokens[j] = None
+        k = nxt[i] = nxt[j]
+        if k >= 0:
+            prv[k] = i
+            if (r := rank_of(new + tokens[k])) is not None:
+                push(queue, (r, i))
+        p = prv[i]
+        if p >= 0 and (r := rank_of(tokens[p] + new)) is not None:
+            push(queue, (r, p))
+    return "".join(t for t in tokens if t is not None), draws
+
+
+class DropoutEncoder:
+    """Keys (the chunks or pre-tokens a `TextEncoder` hands its cache) to packed ids with dropout;
+    what it keeps between calls is deterministic (plain BPE, outcomes of given drops), never the
+    random ids. Built once per tokenizer (see `for_tokenizer`)."""
+
+    def __init__(self, table: MergeTable, codec: str, fixed: dict[str, bytes],
+                 key_pretokens: "Callable[[str], list[str]] | None"):
+        self._table = table
+        self._codec = codec
+        self._fixed = fixed  # keys with given ids: special and added tokens
+        self._split = key_pretokens or (lambda key: [key])  # a key -> its pre-tokens
+        self._clear()
+
+    def _clear(self) -> None:
+        self._words: dict[str, int] = {}  # pre-token -> its number
+        self._chars: list[str] = []  # by number: the bytes as id-characters
+        self._plain: list[bytes] = []  # by number: the ids of plain BPE
+        self._bytes: list[bytes] = []  # by number: the ids of the single bytes (p = 1)
+        self._pops = np.zeros(1024, np.int64)  # by number: the draws plain BPE makes
+        self._keys: dict[str, tuple[int, ...]] = {}  # key -> its pre-tokens' numbers
+        self._outcomes: dict[tuple, tuple[int, bytes]] = {}  # (number, drops) -> (draws, ids)
+
+    def _number(self, piece: str) -> int:
+        number = len(self._chars)
+        fixed = self._fixed.get(piece)
+        if fixed is not None:
+            chars, plain, draws = "", fixed, 0
+        else:
+            raw = piece if piece.isascii() else piece.encode("utf-8").decode("latin-1")
+            chars = raw.translate(self._table.byte_chars)
+            tokens, draws = simulate(chars, (), self._table)
+            plain = tokens.encode(self._codec, "surrogatepass")
+        self._words[piece] = number
+        self._chars.append(chars)
+        self._plain.append(plain)
+        self._bytes.append(plain if fixed is not None else chars.encode(self._codec, "surrogatepass"))
+        if number >= len(self._pops):
+            self._pops = np.concatenate([self._pops, np.zeros(len(self._pops), np.int64)])
+        self._pops[number] = draws
+        return number
+
+    def _numbers(self, key: str) -> tuple[int, ...]:
+        words = self._words
+        number = self._number
+        pieces = [key] if key in self._fixed else self._split(key)
+        numbers = tuple(words[piece] if piece in words else number(piece) for piece in pieces)
+        self._keys[key] = numbers
+        return numbers
+
+    def encode(self, keys: list[str], dropout: float, stream: "Stream") -> bytes:
+        """The packed ids of `keys`, one after the other, with each merge dropped with probability
+        `dropout`, drawing from `stream`."""
+        if len(self._chars) > _MAX_KEPT or len(self._outcomes) > _MAX_KEPT:
+            self._clear()
+        known = self._keys
+        numbers_of = self._numbers
+        occurrences = list(chain.from_iterable(known[k] if k in known else numbers_of(k) for k in keys))
+        if dropout >= 1:
+            return b"".join(map(self._bytes.__getitem__, occurrences))
+        values = list(map(self._plain.__getitem__, occurrences))
+        pops = self._pops[np.array(occurrences, np.int64)] if occurrences else np.zeros(0, np.int64)
+        start = 0
+        while start < len(occurrences):
+            gaps, generator = stream.block_gaps(len(occurrences) - start, dropout)
+            end = start + len(gaps)
+            for i in (np.flatnonzero(gaps <= pops[start:end]) + start).tolist():
+                values[i] = self._sampled(occurrences[i], int(gaps[i - start]), dropout, generator)
+            start = end
+        return b"".join(values)
+
+    def _sampled(self, number: int, first: int, dropout: float, generator: "Gaps") -> bytes:
+        """The ids of one occurrence of pre-token `number` whose first drop is draw `first`."""
+        outcomes = self._outcomes
+        drops: tuple[int, ...] = (first,)
+        at = first
+        while True:
+            key = (number, drops)
+            outcome = outcomes.get(key)
+            if outcome is None:
+                tokens, draws = simulate(self._chars[number], drops, self._table)
+                outcome = outcomes[key] = (draws, tokens.encode(self._codec, "surrogatepass"))
+            at += generator.next_gap()
+            if at > outcome[0]:
+                return outcome[1]
+            drops = (*drops, at)
+
+
+class Gaps:
+    """The gaps between dropped draws (geometric), from one block's generator, a batch at a time."""
+
+    def __init__(self, generator: np.random.Generator, dropout: float):
+        self._generator = generator
+        self._dropout = dropout
+        self._batch: list[int] = []
+
+    def next_gap(self) -> int:
+        if not self._batch:
+            self._batch = self._generator.geometric(self._dropout, 256).tolist()[::-1]
+        return self._batch.pop()
+
+
+class Stream:
+    """The randomness of one stream (see the module docstring): for each pre-token occurrence in
+    order, the number of its first dropped draw, and for those that drop, the gaps to the next ones."""
+
+    def __init__(self, key: tuple[int, ...]):
+        self._key = key
+        self._block = -1
+        self._used = BLOCK  # occurrences of the current block already given out
+        self._first: np.ndarray = np.zeros(0, np.int64)
+        self._gaps: "Gaps | None" = None
+
+    def block_gaps(self, wanted: int, dropout: float) -> "tuple[np.ndarray, Gaps]":
+        """(the first-drop draws of the next occurrences, at most `wanted` and all in one block, and
+        the gaps of that block for the occurrences that drop)."""
+        if self._used == BLOCK:
+            self._block += 1
+            generator = np.random.default_rng([*self._key, self._block])
+            self._first = generator.geometric(dropout, BLOCK)
+            self._gaps = Gaps(generator, dropout)
+            self._used = 0
+        start = self._used
+        self._used = min(BLOCK, start + wanted)
+        return self._first[start : self._used], self._gaps
