@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import sources
 from cs336_basics.counts import table
-from cs336_basics.encode import engines, streaming
+from cs336_basics.encode import dropout as bpe_dropout, engines, streaming
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.encode.text_encoder import TextEncoder, whole_tokens
 from cs336_basics.formats import gpt2
@@ -267,41 +267,42 @@ class Tokenizer:
 
         save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
 
-    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+    def encode(self, text: str, *, add_special_tokens: bool = False, dropout: float = 0.0, seed: bpe_dropout.Seed = None) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids. As in tiktoken, a
         surrogate pair in `text` counts as the character it stands for and a lone surrogate as U+FFFD.
         `add_special_tokens=True` adds what the post-processor of a loaded `tokenizer.json` adds to
         one sequence (e.g. Llama 3's beginning-of-text token), as Hugging Face's does; without one
-        it changes nothing.
+        it changes nothing. `dropout=p` skips each merge with probability p, as Hugging Face's
+        `BPE(dropout=p)` does, drawing from `seed` (see `encode.dropout`; the same seed, the same ids).
 
         >>> tok.encode("hi<|endoftext|>")  # doctest: +SKIP
         [5303, 50256]
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        ids = self._encode_valid(fix_surrogates(text))
+        ids = self._encode_valid(fix_surrogates(text), *bpe_dropout.randomness(dropout, seed))
         if add_special_tokens and self._added is not None:
             before, after = self._template
             ids = [*before, *ids, *after]
         return ids
 
-    def _encode_valid(self, text: str) -> list[int]:
-        """`encode` of text that holds no surrogates."""
-        return array(self._id_typecode, self._encode_packed(text)).tolist()
+    def _encode_valid(self, text: str, *random) -> list[int]:
+        """`encode` of text that holds no surrogates (with dropout: `random` from `randomness`)."""
+        return array(self._id_typecode, self._encode_packed(text, *random)).tolist()
 
-    def encode_packed(self, text: str) -> bytes:
+    def encode_packed(self, text: str, *, dropout: float = 0.0, seed: bpe_dropout.Seed = None) -> bytes:
         """The ids of `encode(text)` packed as native unsigned ints of `packed_dtype` (16 bits when
         every id fits, else 32): `numpy.frombuffer(data, tokenizer.packed_dtype)` reads them."""
         if not isinstance(text, str):
             raise TypeError(f"encode_packed takes a str, got {type(text).__name__}")
-        return self._encode_packed(fix_surrogates(text))
+        return self._encode_packed(fix_surrogates(text), *bpe_dropout.randomness(dropout, seed))
 
-    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+    def encode_iterable(self, iterable: Iterable[str], *, dropout: float = 0.0, seed: bpe_dropout.Seed = None) -> Iterator[int]:
         """Yield the ids of `"".join(iterable)`, holding only about one piece of text at a time;
-        the ids are exactly those of `encode` on the joined text (see `encode.streaming`)."""
-        return streaming.encode_iterable(
-            iterable, self._encode_valid, self._pretokenizer.last_boundary, self.cut_tokens, self.special_tokens
-        )
+        the ids are exactly those of `encode` on the joined text (see `encode.streaming`), with dropout too."""
+        random = bpe_dropout.randomness(dropout, seed)  # one stream for all pieces
+        return streaming.encode_iterable(iterable, lambda text: self._encode_valid(text, *random),
+                                         self._pretokenizer.last_boundary, self.cut_tokens, self.special_tokens)
 
     def encode_file(
         self, input_paths: "str | os.PathLike | list[str | os.PathLike]", output_path: str | os.PathLike, *,
@@ -367,15 +368,14 @@ class Tokenizer:
             on_progress=on_progress, engine=engine, append_separator=append_separator,
         )
 
-    def encode_batch(
-        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
-    ) -> list[list[int]]:
+    def encode_batch(self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto",
+                     dropout: float = 0.0, seed: bpe_dropout.Seed = None) -> list[list[int]]:
         """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging Face's
         `encode_batch`), by `num_workers` processes; see `encode.corpus.encode_batch`.
         """
         from cs336_basics.encode.corpus import encode_batch
 
-        return encode_batch(self, texts, num_workers=num_workers, engine=engine)
+        return encode_batch(self, texts, num_workers=num_workers, engine=engine, dropout=dropout, seed=seed)
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD. Raises

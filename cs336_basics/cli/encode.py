@@ -44,6 +44,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
                    help="auto (default): tiktoken where it is installed and gives our ids, else ours (and ours for "
                         "a small input); python: ours; tiktoken: tiktoken's BPE over our vocabulary (same ids)")
+    p.add_argument("--dropout", type=_probability, default=0.0, metavar="P",
+                   help="BPE-dropout: skip each merge with probability P, as Hugging Face's BPE(dropout=P) "
+                        "(ours only, never tiktoken; a .npy output)")
+    p.add_argument("--seed", type=_seed, metavar="S",
+                   help="--dropout: the seed (default: a random one); the same seed gives the same array "
+                        "whatever --workers")
     common.add_special_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_encode)
@@ -64,6 +70,28 @@ def register(commands: argparse._SubParsersAction) -> None:
 # --- encode ------------------------------------------------------------------------------------------
 
 
+def _probability(text: str) -> float:
+    """An argument type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability such as 0.1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """An argument type: a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
+    return value
+
+
 def run_encode(args: argparse.Namespace, context: RunContext) -> None:
     tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     if args.shard_tokens is not None and args.format != "llmc":
@@ -71,7 +99,13 @@ def run_encode(args: argparse.Namespace, context: RunContext) -> None:
     if args.append_separator and not tokenizer.special_tokens:
         raise CommandError("--append-separator needs a special token to end the last document with "
                            "(--special-token)")
+    if args.seed is not None and not args.dropout:
+        raise CommandError("--seed is for --dropout (BPE-dropout's random draws); without it encoding is not random")
     files = common.corpus_files(args.inputs)
+    if args.dropout and (args.format or not args.out.lower().endswith(".npy")):
+        raise CommandError(f"--dropout writes one .npy array; --out {args.out} is a "
+                           f"{'--format ' + args.format + ' prefix' if args.format else 'dataset directory'} "
+                           "(write FILE.npy, e.g. a fresh one per epoch with another --seed)")
     if args.format:
         return _encode_format(args, context, tokenizer, files)
     if not args.out.lower().endswith(".npy"):
@@ -100,7 +134,8 @@ def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list
     """(the corpus's bytes, how many workers, the engine) for `bpe encode`, to either output."""
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
-    return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
+    return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes,
+                                                dropout=args.dropout, seed=args.seed)
 
 
 def _progress(args: argparse.Namespace, total_bytes: int):

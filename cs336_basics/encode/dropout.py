@@ -38,6 +38,8 @@ import numpy as np
 
 from cs336_basics.encode.encoder import MergeTable
 
+Seed = int | Sequence[int] | None  # a seed, or a sequence of non-negative ints (as NumPy's)
+
 # Pre-token occurrences per block of randomness (see the module docstring).
 BLOCK = 1 << 13
 # Distinct pre-tokens (and outcomes) kept before everything kept is dropped at once.
