@@ -68,7 +68,7 @@ def randomness(dropout: float, seed: "int | Sequence[int] | None") -> "tuple[()]
     else the probability and a `Stream` from `seed`. ValueError for a bad probability or seed."""
     dropout = checked_dropout(dropout)
     key = stream_key(seed)
-    return (dropout, Stream(key)) if dropout else ()
+    return (dropout, Stream(key, dropout)) if dropout else ()
 
 
 def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, int]:
@@ -81,10 +81,12 @@ def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, i
     tokens: list[str | None] = list(word)
     nxt = [*range(1, n), -1]
     prv = list(range(-1, n - 1))
-    queue = [(r, i) for i, pair in enumerate(map(str.__add__, word, word[1:])) if (r := rank_of(pair)) is not None]
+    # Queue entries are rank * _POSITIONS + position: ints order as (rank, position) do, and faster.
+    queue = [r * _POSITIONS + i for i, pair in enumerate(map(str.__add__, word, word[1:]))
+             if (r := rank_of(pair)) is not None]
     heapq.heapify(queue)
     pop, push = heapq.heappop, heapq.heappush
-    set_aside: list[tuple[int, int]] = []
+    set_aside: list[int] = []
     pending = iter(drops)
     next_drop = next(pending, 0)
     draws = 0
@@ -95,10 +97,11 @@ def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, i
             set_aside.append(entry)
             next_drop = next(pending, 0)
             continue
-        for skipped in set_aside:
-            push(queue, skipped)
-        set_aside.clear()
-        rank, i = entry
+        if set_aside:
+            for skipped in set_aside:
+                push(queue, skipped)
+            set_aside.clear()
+        rank, i = divmod(entry, _POSITIONS)
         left = tokens[i]
         j = nxt[i]
         if left is None or j < 0 or rank_of(left + tokens[j]) != rank:
@@ -110,17 +113,26 @@ def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, i
         if k >= 0:
             prv[k] = i
             if (r := rank_of(new + tokens[k])) is not None:
-                push(queue, (r, i))
+                push(queue, r * _POSITIONS + i)
         p = prv[i]
         if p >= 0 and (r := rank_of(tokens[p] + new)) is not None:
-            push(queue, (r, p))
-    return "".join(t for t in tokens if t is not None), draws
+            push(queue, r * _POSITIONS + p)
+    return "".join(filter(None, tokens)), draws
+
+
+# More than any pre-token's length in bytes (see `simulate`).
+_POSITIONS = 1 << 40
 
 
 class DropoutEncoder:
     """Keys (the chunks or pre-tokens a `TextEncoder` hands its cache) to packed ids with dropout;
-    what it keeps between calls is deterministic (plain BPE, outcomes of given drops), never the
-    random ids. Built once per tokenizer (see `for_tokenizer`)."""
+    what it keeps between calls is deterministic (plain BPE, outcomes of given drops), never random
+    ids. One per `TextEncoder`, built when dropout is first asked for.
+
+    Each occurrence of a pre-token takes one uniform number from the stream, turned into the number
+    of its first dropped draw; the occurrences that drop within their plain BPE's draws follow their
+    chain of drops (see the module docstring), the others take the plain ids.
+    """
 
     def __init__(self, table: MergeTable, codec: str, fixed: dict[str, bytes],
                  key_pretokens: "Callable[[str], list[str]] | None"):
@@ -133,11 +145,11 @@ class DropoutEncoder:
     def _clear(self) -> None:
         self._words: dict[str, int] = {}  # pre-token -> its number
         self._chars: list[str] = []  # by number: the bytes as id-characters
-        self._plain: list[bytes] = []  # by number: the ids of plain BPE
         self._bytes: list[bytes] = []  # by number: the ids of the single bytes (p = 1)
         self._pops = np.zeros(1024, np.int64)  # by number: the draws plain BPE makes
         self._keys: dict[str, tuple[int, ...]] = {}  # key -> its pre-tokens' numbers
         self._outcomes: dict[tuple, tuple[int, bytes]] = {}  # (number, drops) -> (draws, ids)
+        self._plain: list[bytes] = []  # by number: the ids of plain BPE
 
     def _number(self, piece: str) -> int:
         number = len(self._chars)
@@ -154,7 +166,7 @@ class DropoutEncoder:
         self._plain.append(plain)
         self._bytes.append(plain if fixed is not None else chars.encode(self._codec, "surrogatepass"))
         if number >= len(self._pops):
-            self._pops = np.concatenate([self._pops, np.zeros(len(self._pops), np.int64)])
+            self._pops = _grown(self._pops, 0)
         self._pops[number] = draws
         return number
 
@@ -169,7 +181,7 @@ class DropoutEncoder:
     def encode(self, keys: list[str], dropout: float, stream: "Stream") -> bytes:
         """The packed ids of `keys`, one after the other, with each merge dropped with probability
         `dropout`, drawing from `stream`."""
-        if len(self._chars) > _MAX_KEPT or len(self._outcomes) > _MAX_KEPT:
+        if len(self._plain) > _MAX_KEPT or len(self._outcomes) > _MAX_KEPT:
             self._clear()
         known = self._keys
         numbers_of = self._numbers
@@ -177,17 +189,20 @@ class DropoutEncoder:
         if dropout >= 1:
             return b"".join(map(self._bytes.__getitem__, occurrences))
         values = list(map(self._plain.__getitem__, occurrences))
-        pops = self._pops[np.array(occurrences, np.int64)] if occurrences else np.zeros(0, np.int64)
+        if not occurrences:
+            return b""
+        pops = self._pops[np.array(occurrences, np.int64)]
         start = 0
         while start < len(occurrences):
-            gaps, generator = stream.block_gaps(len(occurrences) - start, dropout)
-            end = start + len(gaps)
-            for i in (np.flatnonzero(gaps <= pops[start:end]) + start).tolist():
-                values[i] = self._sampled(occurrences[i], int(gaps[i - start]), dropout, generator)
+            u, gaps = stream.block_draws(len(occurrences) - start)
+            end = start + len(u)
+            first = first_drops(u, dropout)
+            for i in np.flatnonzero(first <= pops[start:end]).tolist():
+                values[start + i] = self._sampled(occurrences[start + i], int(first[i]), gaps)
             start = end
         return b"".join(values)
 
-    def _sampled(self, number: int, first: int, dropout: float, generator: "Gaps") -> bytes:
+    def _sampled(self, number: int, first: int, gaps: "Gaps") -> bytes:
         """The ids of one occurrence of pre-token `number` whose first drop is draw `first`."""
         outcomes = self._outcomes
         drops: tuple[int, ...] = (first,)
@@ -198,46 +213,63 @@ class DropoutEncoder:
             if outcome is None:
                 tokens, draws = simulate(self._chars[number], drops, self._table)
                 outcome = outcomes[key] = (draws, tokens.encode(self._codec, "surrogatepass"))
-            at += generator.next_gap()
+            at += gaps.next_gap()
             if at > outcome[0]:
                 return outcome[1]
             drops = (*drops, at)
 
 
-class Gaps:
-    """The gaps between dropped draws (geometric), from one block's generator, a batch at a time."""
+def _grown(array: np.ndarray, fill) -> np.ndarray:
+    """`array` twice as long, the new places holding `fill`."""
+    bigger = np.full(2 * len(array), fill, array.dtype)
+    bigger[: len(array)] = array
+    return bigger
 
-    def __init__(self, generator: np.random.Generator, dropout: float):
-        self._generator = generator
+
+def first_drops(u: np.ndarray, dropout: float) -> np.ndarray:
+    """The number of the first of a run of Bernoulli(`dropout`) draws that drops (1, 2, ...), one
+    for each uniform number in `u`, by inversion."""
+    return np.clip(np.ceil(np.log1p(-u) / np.log1p(-dropout)), 1, 1 << 62).astype(np.int64)
+
+
+class Gaps:
+    """The gaps between dropped draws, for the simulated occurrences of one block, a batch at a time."""
+
+    def __init__(self, seed: list[int], dropout: float):
+        self._seed = seed
+        self._generator: "np.random.Generator | None" = None  # made when first needed
         self._dropout = dropout
         self._batch: list[int] = []
 
     def next_gap(self) -> int:
         if not self._batch:
-            self._batch = self._generator.geometric(self._dropout, 256).tolist()[::-1]
+            if self._generator is None:
+                self._generator = np.random.default_rng(self._seed)
+            self._batch = first_drops(self._generator.random(64), self._dropout).tolist()[::-1]
         return self._batch.pop()
 
 
 class Stream:
-    """The randomness of one stream (see the module docstring): for each pre-token occurrence in
-    order, the number of its first dropped draw, and for those that drop, the gaps to the next ones."""
+    """The randomness of one stream (see the module docstring): one uniform number for each pre-token
+    occurrence, in order, and gaps for those simulated. Block b draws the uniform numbers from the
+    generator seeded `(*key, b, 0)`, the gaps from `(*key, b, 1)`."""
 
-    def __init__(self, key: tuple[int, ...]):
+    def __init__(self, key: tuple[int, ...], dropout: float):
         self._key = key
+        self._dropout = dropout
         self._block = -1
         self._used = BLOCK  # occurrences of the current block already given out
-        self._first: np.ndarray = np.zeros(0, np.int64)
+        self._uniform: "np.random.Generator | None" = None
         self._gaps: "Gaps | None" = None
 
-    def block_gaps(self, wanted: int, dropout: float) -> "tuple[np.ndarray, Gaps]":
-        """(the first-drop draws of the next occurrences, at most `wanted` and all in one block, and
-        the gaps of that block for the occurrences that drop)."""
+    def block_draws(self, wanted: int) -> "tuple[np.ndarray, Gaps]":
+        """(the uniform numbers of the next occurrences, at most `wanted` and all in one block, and
+        the gaps of that block, for the occurrences simulated)."""
         if self._used == BLOCK:
             self._block += 1
-            generator = np.random.default_rng([*self._key, self._block])
-            self._first = generator.geometric(dropout, BLOCK)
-            self._gaps = Gaps(generator, dropout)
+            self._uniform = np.random.default_rng([*self._key, self._block, 0])
+            self._gaps = Gaps([*self._key, self._block, 1], self._dropout)
             self._used = 0
-        start = self._used
-        self._used = min(BLOCK, start + wanted)
-        return self._first[start : self._used], self._gaps
+        n = min(BLOCK - self._used, wanted)
+        self._used += n
+        return self._uniform.random(n), self._gaps
