@@ -287,3 +287,15 @@ def test_bpe_encode_dropout_writes_only_an_array(tmp_path, tok, capsys):
                    "--out", str(tmp_path / "dataset"), "--dropout", "0.1", "--quiet"])
     assert status == 1
     assert "--dropout writes one .npy array" in capsys.readouterr().err
+
+
+def test_each_work_unit_draws_its_own_stream(tmp_path, tok):
+    text = (FIXTURES_PATH / "english.txt").read_text(encoding="utf-8")[:5000].replace(EOT, "")
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+    out = tmp_path / "twice.npy"
+    tok.encode_file([tmp_path / "a.txt"] * 2, out, engine=engines.choose(tok, "python", dropout=0.1, seed=2))
+    ids = np.load(out).tolist()
+    eot = tok.encode(EOT)[0]
+    first, second = ids[: ids.index(eot)], ids[ids.index(eot) + 1 :]
+    assert tok.decode(first) == tok.decode(second) == text
+    assert first != second  # the same text in two units, not the same draws
