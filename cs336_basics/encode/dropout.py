@@ -34,9 +34,12 @@ import secrets
 from collections.abc import Callable, Sequence
 from itertools import chain
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from cs336_basics.encode.encoder import MergeTable
+
+if TYPE_CHECKING:  # NumPy is imported where it is used: training imports this module and needs none
+    import numpy as np
 
 Seed = int | Sequence[int] | None  # a seed, or a sequence of non-negative ints (as NumPy's)
 
@@ -143,6 +146,8 @@ class DropoutEncoder:
         self._clear()
 
     def _clear(self) -> None:
+        import numpy as np
+
         self._words: dict[str, int] = {}  # pre-token -> its number
         self._chars: list[str] = []  # by number: the bytes as id-characters
         self._bytes: list[bytes] = []  # by number: the ids of the single bytes (p = 1)
@@ -181,6 +186,8 @@ class DropoutEncoder:
     def encode(self, keys: list[str], dropout: float, stream: "Stream") -> bytes:
         """The packed ids of `keys`, one after the other, with each merge dropped with probability
         `dropout`, drawing from `stream`."""
+        import numpy as np
+
         if len(self._plain) > _MAX_KEPT or len(self._outcomes) > _MAX_KEPT:
             self._clear()
         known = self._keys
@@ -219,16 +226,20 @@ class DropoutEncoder:
             drops = (*drops, at)
 
 
-def _grown(array: np.ndarray, fill) -> np.ndarray:
+def _grown(array: "np.ndarray", fill) -> "np.ndarray":
     """`array` twice as long, the new places holding `fill`."""
+    import numpy as np
+
     bigger = np.full(2 * len(array), fill, array.dtype)
     bigger[: len(array)] = array
     return bigger
 
 
-def first_drops(u: np.ndarray, dropout: float) -> np.ndarray:
+def first_drops(u: "np.ndarray", dropout: float) -> "np.ndarray":
     """The number of the first of a run of Bernoulli(`dropout`) draws that drops (1, 2, ...), one
     for each uniform number in `u`, by inversion."""
+    import numpy as np
+
     return np.clip(np.ceil(np.log1p(-u) / np.log1p(-dropout)), 1, 1 << 62).astype(np.int64)
 
 
@@ -242,6 +253,8 @@ class Gaps:
         self._batch: list[int] = []
 
     def next_gap(self) -> int:
+        import numpy as np
+
         if not self._batch:
             if self._generator is None:
                 self._generator = np.random.default_rng(self._seed)
@@ -265,6 +278,8 @@ class Stream:
     def block_draws(self, wanted: int) -> "tuple[np.ndarray, Gaps]":
         """(the uniform numbers of the next occurrences, at most `wanted` and all in one block, and
         the gaps of that block, for the occurrences simulated)."""
+        import numpy as np
+
         if self._used == BLOCK:
             self._block += 1
             self._uniform = np.random.default_rng([*self._key, self._block, 0])
