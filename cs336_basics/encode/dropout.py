@@ -18,8 +18,8 @@ with dropout, as in Hugging Face's.
 
 Speed. The outcome is a function of which draws (numbered in the order entries are taken) drop:
 with no drop it is plain BPE. The draws are Bernoulli(p), so the number of the first dropped one is
-geometric: one vectorized NumPy draw per pre-token occurrence says whether it drops within the
-`pops` draws its plain BPE takes. Most occurrences do not (then their ids are the plain ones, kept
+geometric: one uniform number per pre-token occurrence (drawn by NumPy for many at once, and
+inverted) says whether it drops within the draws its plain BPE takes. Most occurrences do not (then their ids are the plain ones, kept
 per distinct pre-token); the others follow the chain of drops, each step keyed by the pre-token and
 the drops so far, whose outcome (ids and number of draws) is computed once and kept.
 
@@ -33,7 +33,6 @@ import heapq
 import secrets
 from collections.abc import Callable, Sequence
 from itertools import chain
-
 from typing import TYPE_CHECKING
 
 from cs336_basics.encode.encoder import MergeTable
@@ -45,7 +44,7 @@ Seed = int | Sequence[int] | None  # a seed, or a sequence of non-negative ints 
 
 # Pre-token occurrences per block of randomness (see the module docstring).
 BLOCK = 1 << 13
-# Distinct pre-tokens (and outcomes) kept before everything kept is dropped at once.
+# Outcomes of drops kept before they are dropped at once (and distinct pre-tokens, before all is).
 _MAX_KEPT = 1 << 20
 
 
@@ -188,8 +187,10 @@ class DropoutEncoder:
         `dropout`, drawing from `stream`."""
         import numpy as np
 
-        if len(self._plain) > _MAX_KEPT or len(self._outcomes) > _MAX_KEPT:
+        if len(self._plain) > _MAX_KEPT:
             self._clear()
+        elif len(self._outcomes) > _MAX_KEPT:
+            self._outcomes.clear()
         known = self._keys
         numbers_of = self._numbers
         occurrences = list(chain.from_iterable(known[k] if k in known else numbers_of(k) for k in keys))
