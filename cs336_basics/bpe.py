@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import sources
 from cs336_basics.counts import table
-from cs336_basics.encode import engines, streaming
+from cs336_basics.encode import engines, offsets, streaming
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.encode.text_encoder import TextEncoder, whole_tokens
 from cs336_basics.formats import gpt2
@@ -150,7 +150,7 @@ def train_bpe_from_counts(
                                    started=started, start_from=base)
 
 
-class Tokenizer:
+class Tokenizer(offsets.OffsetMethods):
     """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
 
     Ids equal tiktoken's for the same vocabulary, with the special tokens allowed. Special tokens
