@@ -86,6 +86,19 @@ def test_encode_answers_with_our_tokenizers_ids(server):
     assert sum(t[2] for t in second["tokens"]) == len(starts) == 2 + 2 + 1
 
 
+def test_encode_answers_each_tokens_span(server):
+    """Each token's span, as `encode_with_offsets` gives it: in code points (an emoji is one), a
+    character split between tokens spanned by each of them."""
+    url, ours = server
+    text = "😀 Naïve 日本<|endoftext|>x 🤗"
+    status, answer = post(url, json.dumps({"text": text}).encode())
+    ids, spans = ours.encode_with_offsets(text)
+    assert status == 200 and [t[0] for t in answer["tokenizers"][0]["tokens"]] == ids
+    assert [tuple(t[3:]) for t in answer["tokenizers"][0]["tokens"]] == spans
+    assert [tuple(t[3:]) for t in answer["tokenizers"][1]["tokens"]] == [
+        (n, n + 1) for n, ch in enumerate(text) for _ in ch.encode()]  # bytes: each spans its character
+
+
 def test_token_details_come_from_the_merge_log(server, folder):
     url, ours = server
     log = read_merge_log(folder / "merge_log.tsv")
@@ -223,6 +236,14 @@ class DevTools:
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
 
+    def hover(self, selector: str) -> None:
+        """Move the pointer over the middle of the element's first box (a token ending in a newline has
+        two: one at the end of a line, one at the start of the next), or of its first box that has a width."""
+        box = self.js(f"(function () {{ var rs = Array.from(document.querySelector({json.dumps(selector)}).getClientRects());"
+                      " var r = rs.find(function (r) { return r.width > 0; }) || rs[0];"
+                      " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
+
     def close(self) -> None:
         try:
             self.call("Browser.close")
@@ -288,6 +309,59 @@ def test_browser_types_reads_and_clicks(server, folder, tmp_path):
         path = tmp_path / "bpe-serve.png"
         path.write_bytes(base64.b64decode(shot))
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+        print(f"screenshot: {path}")
+    finally:
+        browser.close()
+
+
+@pytest.mark.slow
+def test_browser_highlights_the_span_of_the_token_under_the_pointer(server, tmp_path):
+    """The pointer over each token in turn marks, in the text box, exactly the characters the token
+    spans (after an emoji: the page counts code points as the server does, not UTF-16 units), on the
+    box's own lines; leaving the tokens clears the mark, and so does typing."""
+    url, ours = server
+    browser = DevTools(tmp_path)
+    try:
+        try:
+            browser.open(url + "/")
+            browser.wait_for("document.readyState === 'complete' && !!document.getElementById('text')")
+        except (RuntimeError, OSError, TimeoutError) as e:
+            if os.environ.get("CI") == "true":
+                raise
+            pytest.skip(f"chromium could not be driven: {e}")
+        browser.click("#text")
+        text = "😀 The cat 🤗 sat on 日本 mats.<|endoftext|>Naïve owls\nsleep 𝔘 late."
+        browser.call("Input.insertText", text=text)
+        browser.wait_for(f"document.body.dataset.shownText === {json.dumps(text)}")
+        ids, spans = ours.encode_with_offsets(text)
+        assert browser.js("document.querySelectorAll('#tokens-0 .t').length") == len(ids)
+        box = browser.js("(function () { var r = document.getElementById('text').getBoundingClientRect();"
+                         " return [r.left, r.top, r.right, r.bottom]; })()")
+        for n, (start, end) in enumerate(spans):
+            browser.hover(f"#tokens-0 .t:nth-child({n + 1})")
+            marked = browser.wait_for(f"(function () {{ var m = document.querySelector('#mirror mark'),"
+                                      f" over = document.querySelector('#tokens-0 .t.over');"
+                                      f" if (!m || !over || over.dataset.n !== '{n}') return null;"
+                                      f" var r = m.getClientRects()[0]; return [m.textContent, r.left, r.top, r.right, r.bottom]; }})()")
+            assert marked[0] == text[start:end]
+            left, top, right, bottom = marked[1:5]
+            assert box[0] <= left <= right <= box[2] and box[1] <= top < bottom <= box[3]
+            assert left < right or text[start:end] == "\n"
+        # The mirror holds the box's text, as wide as the box's text: the mark lies over those characters.
+        assert browser.js("document.getElementById('mirror').textContent") == text
+        assert browser.js("document.getElementById('mirror').clientWidth === document.getElementById('text').clientWidth")
+        # The bytes-only column: the second byte of 😀 spans 😀 too.
+        browser.hover("#tokens-1 .t:nth-child(2)")
+        assert browser.wait_for("document.querySelector('#mirror mark') && document.querySelector('#mirror mark').textContent") == "😀"
+        browser.hover("#stats-0")
+        browser.wait_for("document.querySelector('#mirror mark') === null")
+        browser.hover("#tokens-0 .t:nth-child(3)")
+        browser.wait_for("document.querySelector('#mirror mark') !== null")
+        browser.click("#text")
+        browser.call("Input.insertText", text="!")
+        assert browser.js("document.querySelector('#mirror mark')") is None
+        path = tmp_path / "bpe-serve-offsets.png"
+        path.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"]))
         print(f"screenshot: {path}")
     finally:
         browser.close()
