@@ -234,3 +234,25 @@ def test_a_normalizer_that_changes_nothing_keeps_the_spans_and_one_that_changes_
         same_as_hugging_face(ours, hf, text)
     with pytest.raises(ValueError, match="normalizer changes the text.*not supported"):
         ours.encode_with_offsets("cafe\u0301")
+
+
+# --- bpe inspect --offsets -------------------------------------------------------------------------
+
+
+def test_inspect_offsets_prints_each_tokens_span(small, tmp_path, capsys):
+    from cs336_basics.cli import main
+    from cs336_basics.train.merge_log import readable_token
+
+    small.save_pretrained(tmp_path / "small")
+    text = "Héllo 日本 😀" + EOT + "\tok"
+    assert main(["inspect", "--tokenizer", str(tmp_path / "small"), text, "--offsets"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ids, spans = small.encode_with_offsets(text)
+    assert lines[1] == " ".join(map(str, ids)) and lines[3].split() == ["start", "end", "id", "token", "text"]
+    rows = [line.split(None, 3) for line in lines[4:]]
+    assert [(int(s), int(e), int(i)) for s, e, i, _ in rows] == [(s, e, i) for i, (s, e) in zip(ids, spans)]
+    for (start, end), token_id, row in zip(spans, ids, rows):
+        shown = f"[{readable_token(small.vocab[token_id])}]"
+        assert row[3].startswith(shown) and row[3].rstrip().endswith(f"[{readable_token(text[start:end].encode())}]")
+    assert main(["inspect", "--tokenizer", str(tmp_path / "small"), text]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3  # without --offsets, as before

@@ -164,7 +164,7 @@ def test_serve_command_refuses_a_public_address_in_one_line(folder, capsys):
 class DevTools:
     """Chromium's DevTools protocol over `--remote-debugging-pipe`, for one page."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, scrollbars: bool = False):
         profile = tmp_path / "profile"
         profile.mkdir()
         to_browser_r, self.to_browser = os.pipe()
@@ -180,7 +180,7 @@ class DevTools:
 
         self.process = subprocess.Popen(
             [chromium(), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "--window-size=1300,900",
-             "--hide-scrollbars", "about:blank"],
+             *([] if scrollbars else ["--hide-scrollbars"]), "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             close_fds=False, preexec_fn=wire,  # Python's own fds close on exec; dup2 makes 3 and 4 stay
         )
@@ -320,7 +320,7 @@ def test_browser_highlights_the_span_of_the_token_under_the_pointer(server, tmp_
     spans (after an emoji: the page counts code points as the server does, not UTF-16 units), on the
     box's own lines; leaving the tokens clears the mark, and so does typing."""
     url, ours = server
-    browser = DevTools(tmp_path)
+    browser = DevTools(tmp_path, scrollbars=True)  # the text box scrolls: the mirror must wrap as it does
     try:
         try:
             browser.open(url + "/")
@@ -330,7 +330,7 @@ def test_browser_highlights_the_span_of_the_token_under_the_pointer(server, tmp_
                 raise
             pytest.skip(f"chromium could not be driven: {e}")
         browser.click("#text")
-        text = "😀 The cat 🤗 sat on 日本 mats.<|endoftext|>Naïve owls\nsleep 𝔘 late."
+        text = "😀 The cat 🤗 sat on 日本 mats.<|endoftext|>Naïve owls\nsleep 𝔘 late.\n" + "And then?\n" * 6 + "The end 🤗."
         browser.call("Input.insertText", text=text)
         browser.wait_for(f"document.body.dataset.shownText === {json.dumps(text)}")
         ids, spans = ours.encode_with_offsets(text)
@@ -347,9 +347,15 @@ def test_browser_highlights_the_span_of_the_token_under_the_pointer(server, tmp_
             left, top, right, bottom = marked[1:5]
             assert box[0] <= left <= right <= box[2] and box[1] <= top < bottom <= box[3]
             assert left < right or text[start:end] == "\n"
-        # The mirror holds the box's text, as wide as the box's text: the mark lies over those characters.
+        # The mirror holds the box's text, laid out as the box lays it out (the box has a scroll bar).
         assert browser.js("document.getElementById('mirror').textContent") == text
+        assert browser.js("(function () { var t = document.getElementById('text');"
+                          " return t.scrollHeight > t.clientHeight && t.offsetWidth - t.clientWidth > 2; })()")
         assert browser.js("document.getElementById('mirror').clientWidth === document.getElementById('text').clientWidth")
+        assert browser.js("(function () { var m = getComputedStyle(document.getElementById('mirror')),"
+                          " t = getComputedStyle(document.getElementById('text')); return ["
+                          "'width', 'paddingLeft', 'paddingTop', 'borderLeftWidth', 'font', 'whiteSpace', 'scrollbarGutter']"
+                          ".every(function (k) { return m[k] === t[k]; }); })()")
         # The bytes-only column: the second byte of 😀 spans 😀 too.
         browser.hover("#tokens-1 .t:nth-child(2)")
         assert browser.wait_for("document.querySelector('#mirror mark') && document.querySelector('#mirror mark').textContent") == "😀"
@@ -359,6 +365,14 @@ def test_browser_highlights_the_span_of_the_token_under_the_pointer(server, tmp_
         browser.wait_for("document.querySelector('#mirror mark') !== null")
         browser.click("#text")
         browser.call("Input.insertText", text="!")
+        assert browser.js("document.querySelector('#mirror mark')") is None
+        # While the tokens shown are of an older text (the server has not answered: here it never
+        # will), their spans mark nothing.
+        browser.js("window.fetch = function () { return new Promise(function () {}); }")
+        browser.call("Input.insertText", text="?")
+        time.sleep(0.3)
+        browser.hover("#tokens-0 .t:nth-child(3)")
+        browser.wait_for("document.querySelector('#tokens-0 .t.over') !== null")
         assert browser.js("document.querySelector('#mirror mark')") is None
         path = tmp_path / "bpe-serve-offsets.png"
         path.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"]))

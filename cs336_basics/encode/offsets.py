@@ -33,7 +33,7 @@ def token_spans(tokens: Iterable[bytes]) -> list[tuple[int, int]]:
     for token in tokens:
         start = chars - (token[:1] in _CONTINUATION_SET)  # it starts inside the last character begun
         chars += len(token.translate(None, _CONTINUATION))
-        spans.append((max(start, 0), chars))
+        spans.append((start, chars))
     return spans
 
 
@@ -64,7 +64,7 @@ def replaced_offsets(tokens: Sequence[bytes]) -> tuple[str, list[int]]:
             at = bad
     starts, at = [], 0
     for token in tokens:
-        starts.append(char_of_byte[at] if at < len(data) else chars)
+        starts.append(char_of_byte[at])  # every token has a byte
         at += len(token)
     return "".join(pieces), starts
 

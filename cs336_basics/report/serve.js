@@ -54,16 +54,14 @@
     mirror.textContent = "";
     document.querySelectorAll(".t.over").forEach(function (x) { x.classList.remove("over"); });
     if (!t || t[3] === null || box.value !== document.body.dataset.shownText) return;
-    mirror.style.width = (box.clientWidth + 2) + "px";  // as wide as the box's text, less its scroll bar
     var mark = el("mark", "", shown.chars.slice(t[3], t[4]).join(""));
     mirror.appendChild(document.createTextNode(shown.chars.slice(0, t[3]).join("")));
     mirror.appendChild(mark);
     mirror.appendChild(document.createTextNode(shown.chars.slice(t[4]).join("")));
     var top = mark.offsetTop, bottom = top + mark.offsetHeight;
     if (top < box.scrollTop || bottom > box.scrollTop + box.clientHeight) {
-      box.scrollTop = Math.max(0, top - box.clientHeight / 3);
+      box.scrollTop = Math.max(0, top - box.clientHeight / 3);  // the scroll event moves the mirror too
     }
-    mirror.scrollTop = box.scrollTop;
   }
   box.addEventListener("scroll", function () { mirror.scrollTop = box.scrollTop; });
   box.addEventListener("input", function () { highlight(null); clearTimeout(timer); timer = setTimeout(send, 120); });
