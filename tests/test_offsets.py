@@ -204,9 +204,9 @@ def test_spans_of_text_with_surrogates_index_the_text_as_given(gpt2, hf_gpt2, te
 
 
 @pytest.fixture(scope="module")
-def gpt2_document(gpt2, tmp_path_factory):
+def small_document(small, tmp_path_factory):
     folder = tmp_path_factory.mktemp("doc")
-    gpt2.save_pretrained(folder)
+    small.save_pretrained(folder)
     return json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
 
 
@@ -217,23 +217,52 @@ def loaded_both_ways(document: dict, folder):
     return Tokenizer.from_pretrained(folder / "tokenizer.json"), tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
 
 
-def test_a_templates_tokens_span_nothing_as_in_hugging_face(gpt2_document, tmp_path):
+def test_a_templates_tokens_span_nothing_as_in_hugging_face(small, small_document, tmp_path):
     from tokenizers import processors
 
-    template = processors.TemplateProcessing(single=f"{EOT} $A {EOT}", special_tokens=[(EOT, 50256)])
-    ours, hf = loaded_both_ways(gpt2_document | {"post_processor": json.loads(template.__getstate__())}, tmp_path)
+    eot = small.encode(EOT)[0]
+    template = processors.TemplateProcessing(single=f"{EOT} $A {EOT}", special_tokens=[(EOT, eot)])
+    ours, hf = loaded_both_ways(small_document | {"post_processor": json.loads(template.__getstate__())}, tmp_path)
     for text in ["hello world", " 日本😀", ""]:
         same_as_hugging_face(ours, hf, text, add_special_tokens=True)
         same_as_hugging_face(ours, hf, text)
-    assert ours.encode_with_offsets("hi", add_special_tokens=True) == ([50256, 5303, 50256], [(0, 0), (0, 2), (0, 0)])
+    ids, spans = small.encode_with_offsets("the cat")
+    assert ours.encode_with_offsets("the cat", add_special_tokens=True) == ([eot, *ids, eot], [(0, 0), *spans, (0, 0)])
 
 
-def test_a_normalizer_that_changes_nothing_keeps_the_spans_and_one_that_changes_the_text_is_refused(gpt2_document, tmp_path):
-    ours, hf = loaded_both_ways(gpt2_document | {"normalizer": {"type": "NFC"}}, tmp_path)
+def test_a_normalizer_that_changes_nothing_keeps_the_spans_and_one_that_changes_the_text_is_refused(small_document, tmp_path):
+    ours, hf = loaded_both_ways(small_document | {"normalizer": {"type": "NFC"}}, tmp_path)
     for text in ["héllo wörld 日本😀", "caf\u00e9" + EOT]:
         same_as_hugging_face(ours, hf, text)
     with pytest.raises(ValueError, match="normalizer changes the text.*not supported"):
         ours.encode_with_offsets("cafe\u0301")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_offsets_on_todays_vocabularies_are_tiktokens_and_hugging_faces(name, tiktoken_cache, tmp_path):
+    """cl100k_base and o200k_base (their rank files from the test dependencies), with their special
+    tokens: decoding as tiktoken, encoding as Hugging Face on the tokenizer.json we write."""
+    import tiktoken
+
+    enc, ours = tiktoken.get_encoding(name), Tokenizer.from_pretrained(name)
+    hf = hugging_face(ours, tmp_path)
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(text=texts(ours.special_tokens), cut=st.integers(0, 8))
+    def check(text, cut):
+        ids = ours.encode(text)
+        assert ours.decode_with_offsets(ids) == enc.decode_with_offsets(ids)
+        try:
+            expected = enc.decode_with_offsets(ids[cut:])
+        except UnicodeDecodeError:
+            with pytest.raises(UnicodeDecodeError):
+                ours.decode_with_offsets(ids[cut:])
+        else:
+            assert ours.decode_with_offsets(ids[cut:]) == expected
+        same_as_hugging_face(ours, hf, text)
+
+    check()
 
 
 # --- bpe inspect --offsets -------------------------------------------------------------------------
