@@ -29,6 +29,7 @@ from cs336_basics.train import counting
 
 # A count table's largest piece (see `shard_folder.default_piece_size`): its pieces are its shards.
 LARGEST_PIECE = 1 << 30
+MIN_PIECE_SIZE = 1 << 10
 
 
 def _shard_files(entry: dict) -> list[tuple[str, object, object]]:
