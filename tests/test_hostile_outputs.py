@@ -116,14 +116,29 @@ def test_a_count_tables_folder_inside_its_input_folder_is_not_read_as_input(tmp_
     assert files_of(out) == first
     assert [i["path"] for i in table.read_manifest(out)["inputs"]] == [str(data)]
     # the Python API alike
-    count_writer.count_corpus(tmp_path / "notes", tmp_path / "notes" / "api", special_tokens=[EOT], piece_size=2000)
-    count_writer.count_corpus(tmp_path / "notes", tmp_path / "notes" / "api", special_tokens=[EOT], piece_size=2000)
-    assert files_of(tmp_path / "notes" / "api") == first
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "a.txt").write_bytes(corpus.read_bytes())
+    for _ in range(2):
+        again = count_writer.count_corpus(tmp_path / "api", tmp_path / "api" / "counts", special_tokens=[EOT],
+                                          piece_size=2000)
+    assert again.reused_shards == again.shards
+    assert table.read_table(tmp_path / "api" / "counts").word_counts == table.read_table(out).word_counts
     # an input named inside the output folder is refused: writing the folder could remove it
     (out / "mine.txt").write_text("mine")
     with pytest.raises(ValueError, match="holds the input"):
         count_writer.count_corpus([out / "mine.txt"], out, special_tokens=[EOT])
     assert (out / "mine.txt").read_text() == "mine"
+
+
+def test_a_tokenizers_folder_inside_its_training_folder_is_not_read_as_input(tmp_path, corpus):
+    """Its merges.txt is a .txt: read as corpus, the second run would train on other text."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_bytes(corpus.read_bytes())
+    args = ["train", str(tmp_path / "notes"), "--vocab-size", "300", "--out", str(tmp_path / "notes" / "tok"), "--quiet"]
+    assert bpe_main(args) == 0
+    first = (tmp_path / "notes" / "tok" / "merges.txt").read_bytes()
+    assert bpe_main(args) == 0
+    assert (tmp_path / "notes" / "tok" / "merges.txt").read_bytes() == first
 
 
 # --- count tables that are not what they say ------------------------------------------------------------

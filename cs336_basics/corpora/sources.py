@@ -152,22 +152,37 @@ def _format_of(name: str, *, explicit: bool) -> tuple[str, str | None] | None:
     return None
 
 
-def resolve(spec) -> list[Source]:
+def resolve(spec, *, outside: Sequence[str | os.PathLike] = ()) -> list[Source]:
     """The files of an input spec, in order: a file, a folder (its supported files, recursively,
     in sorted order, skipping hidden ones), a glob (matches in sorted order), a `scheme://` URL of
     any of these (with `fsspec`), or a list of these. Raises the OS error for a missing file, FileNotFoundError for a
-    folder or glob with no supported file."""
+    folder or glob with no supported file.
+
+    `outside`: the folders a command writes. A folder or glob leaves out what lies in them, so
+    that an output folder inside an input folder is never read as input (`bpe count dir/ --out
+    dir/counts` run twice counts `dir` twice alike); a file named on its own is kept, for
+    `refuse_output_among_inputs` to refuse."""
     items = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     if not items:
         raise ValueError("no input files given")
+    outputs = [os.fspath(o) for o in outside]
     sources: list[Source] = []
     for item in items:
         if not isinstance(item, (str, os.PathLike)):
             raise ValueError(f"an input must be a path or URL string, got {item!r}")
         item = os.fspath(item)
         found = _resolve_url(item) if is_url(item) else _resolve_local(item)
+        if outputs and (len(found) != 1 or found[0].path != item):  # a folder or a glob
+            found = [f for f in found if not any(_inside(f.path, o) for o in outputs)] or found
         sources.extend(found)
     return sources
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether `path` lies in `folder` (through links, for local paths; as written, for URLs)."""
+    if is_url(path) or is_url(folder):
+        return path.startswith(folder.rstrip("/") + "/")
+    return os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep)
 
 
 def _resolve_local(item: str) -> list[Source]:
