@@ -325,9 +325,9 @@ def test_llmc_shards_larger_than_the_header_holds_are_refused_before_encoding(tm
     assert bpe_main(["encode", str(corpus), "--tokenizer", str(tokenizer_dir), "--format", "llmc",
                      "--shard-tokens", "1000000000000", "--out", str(out), "--quiet"]) == 1
     err = one_line(capsys)
-    assert str(llmc.MAX_SHARD_TOKENS) in err and "1000000000000" in err
+    assert f"{llmc.MAX_SHARD_TOKENS:,}" in err and "1000000000000" in err
     assert not (tmp_path / "o").exists() and not convert.work_directory(out).exists()
-    with pytest.raises(ValueError, match=str(llmc.MAX_SHARD_TOKENS)):
+    with pytest.raises(ValueError, match=f"{llmc.MAX_SHARD_TOKENS:,}"):
         convert.write_format(no_encoding, out, "llmc", shard_tokens=0)
 
 

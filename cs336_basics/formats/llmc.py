@@ -37,6 +37,24 @@ def shard_path(prefix: str | os.PathLike, index: int) -> Path:
     return Path(f"{prefix}_{index:06d}.bin")
 
 
+def check_shard_tokens(shard_tokens: int) -> None:
+    """ValueError unless a shard of `shard_tokens` tokens can be written (its header counts them in
+    an int32): callers check before any work."""
+    if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or not 1 <= shard_tokens <= MAX_SHARD_TOKENS:
+        raise ValueError(f"llm.c shards hold 1 to {MAX_SHARD_TOKENS:,} tokens (the header counts them in an int32), "
+                         f"not {shard_tokens!r}: choose a smaller shard size (llm.c's own is {DEFAULT_SHARD_TOKENS:,})")
+
+
+def shard_paths_there(prefix: str | os.PathLike) -> list[Path]:
+    """Every file there now named as a shard of `prefix` (`PREFIX_NNNNNN.bin`, gaps or not), sorted."""
+    prefix = Path(prefix)
+    name = re.compile(re.escape(prefix.name) + r"_\d{6}\.bin")
+    folder = prefix.parent
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if name.fullmatch(p.name))
+
+
 def balanced_shard_tokens(total_tokens: int, shard_tokens: int) -> int:
     """The tokens per shard (the last may hold fewer, by less than the number of shards) that cut
     `total_tokens` into as few shards of at most `shard_tokens` as possible, all about equal."""
@@ -67,8 +85,7 @@ class LlmcWriter(StagedWriter):
 
     def __init__(self, prefix: str | os.PathLike, *, shard_tokens: int = DEFAULT_SHARD_TOKENS,
                  total_tokens: int | None = None) -> None:
-        if not 1 <= shard_tokens <= MAX_SHARD_TOKENS:
-            raise ValueError(f"shard_tokens must be between 1 and {MAX_SHARD_TOKENS}, got {shard_tokens}")
+        check_shard_tokens(shard_tokens)
         self.prefix = str(prefix)
         if total_tokens is not None:
             shard_tokens = balanced_shard_tokens(total_tokens, shard_tokens)
