@@ -354,3 +354,21 @@ def test_a_successful_run_removes_the_temporaries_killed_runs_of_its_output_left
     assert set(others) <= names
     written = megatron.paths(out) if fmt == "megatron" else llmc.shard_paths(out)
     assert all(p.is_file() for p in written) and {p.name for p in written} <= names
+
+
+def test_a_temporary_that_a_live_write_holds_is_not_a_leftover(tmp_path):
+    """Two writes of one file at once: the one that finishes first removes the dead run's leftover,
+    never the other's temporary file, which then goes in place."""
+    from cs336_basics.formats import staged
+
+    live = staged.StagedFiles()
+    live.open(tmp_path / "x.bin").write(b"live")
+    (tmp_path / ".x.bin.deadbeef.tmp").write_bytes(b"dead")
+    first = staged.StagedFiles()
+    first.open(tmp_path / "x.bin").write(b"first")
+    first.commit()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert ".x.bin.deadbeef.tmp" not in names and len(names) == 2, names  # x.bin and the live temporary
+    live.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.bin"]
+    assert (tmp_path / "x.bin").read_bytes() == b"live"

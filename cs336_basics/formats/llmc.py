@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cs336_basics.formats.staged import StagedFiles, StagedWriter
+from cs336_basics.formats.staged import StagedFiles, StagedWriter, remove_leftovers
 
 MAGIC = 20240520
 VERSION = 1
@@ -79,7 +79,8 @@ class LlmcWriter(StagedWriter):
 
     The shards are written to temporary files and renamed into place when the `with` block ends
     without an error (or at `close()`); shards of an earlier write to the same prefix numbered past
-    the new last one are then deleted, so the prefix never mixes two writes' shards. An id above
+    the new last one are then deleted, so the prefix never mixes two writes' shards, and so are the
+    temporary files of killed writes to the prefix. An id above
     65535 is refused (naming it) and leaves the files that were there before.
     """
 
@@ -137,6 +138,8 @@ class LlmcWriter(StagedWriter):
         while shard_path(self.prefix, stale).is_file():
             shard_path(self.prefix, stale).unlink()
             stale += 1
+        prefix = Path(self.prefix)  # and what killed writes of more shards than this one left
+        remove_leftovers(prefix.parent, re.compile(re.escape(prefix.name) + r"_\d{6}\.bin").fullmatch)
         return self.paths
 
 
