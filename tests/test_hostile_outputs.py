@@ -249,9 +249,21 @@ def test_a_refused_concurrent_count_changes_nothing_and_names_the_users_path(tmp
         for extra in ([], ["--overwrite"]):
             assert bpe_main(args + extra) == 1
             err = one_line(capsys)
-            assert "another run is writing" in err and err.startswith("bpe: t: "), err
+            assert "is writing" in err and err.startswith("bpe: t: "), err
             assert ".tmp" not in err and "/tmp" not in err, err
         assert files_of(tmp_path / "t") == before
+
+
+def test_a_refused_concurrent_encode_format_names_the_users_prefix(tmp_path, tokenizer_dir, corpus, capsys,
+                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".w.dataset").mkdir()
+    with locked(tmp_path / ".w.dataset"):
+        assert bpe_main(["encode", corpus.name, "--tokenizer", str(tokenizer_dir), "--format", "megatron",
+                         "--out", "w", "--quiet"]) == 1
+    err = one_line(capsys)
+    assert err.startswith("bpe: w ") and "is writing" in err and ".dataset" not in err and ".tmp" not in err, err
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(("w", ".w"))] == [".w.dataset"]
 
 
 @pytest.mark.parametrize("what", ["dataset", "tokenizer", "user files"])
