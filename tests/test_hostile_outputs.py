@@ -368,6 +368,24 @@ def test_a_successful_run_removes_the_temporaries_killed_runs_of_its_output_left
     assert all(p.is_file() for p in written) and {p.name for p in written} <= names
 
 
+@pytest.mark.parametrize("output", ["array", "tokenizer"])
+def test_every_output_removes_what_killed_runs_of_it_left(tmp_path, tokenizer_dir, corpus, output):
+    out = tmp_path / "o"
+    if output == "array":
+        left, args = [".ids.npy.abcdefgh.tmp"], ["encode", str(corpus), "--tokenizer", str(tokenizer_dir),
+                                                  "--out", str(out / "ids.npy")]
+    else:
+        left = [".vocab.json.abcdefgh.tmp", ".merges.txt.a_c0efgh.tmp", ".tokenizer.json.12345678.tmp",
+                ".merge_log.tsv.abcdefgh.tmp"]
+        args = ["train", str(corpus), "--vocab-size", "270", "--out", str(out)]
+    out.mkdir()
+    for name in left + ["notes.txt"]:
+        (out / name).write_bytes(b"left")
+    assert bpe_main([*args, "--quiet"]) == 0
+    names = {p.name for p in out.iterdir()}
+    assert not names & set(left) and "notes.txt" in names, sorted(names)
+
+
 def test_a_temporary_that_a_live_write_holds_is_not_a_leftover(tmp_path):
     """Two writes of one file at once: the one that finishes first removes the dead run's leftover,
     never the other's temporary file, which then goes in place."""

@@ -120,10 +120,12 @@ def _open_temp(fd: int) -> BinaryIO:
 
 
 @contextlib.contextmanager
-def replacing(path: str | os.PathLike, *, fsync: bool = True) -> Iterator[BinaryIO]:
+def replacing(path: str | os.PathLike, *, fsync: bool = True, leftovers: bool = False) -> Iterator[BinaryIO]:
     """A binary file to write (and seek in) in place of `path`: renamed onto `path` when the block
     ends without an error (flushed and synced first when `fsync`), deleted otherwise; the file
-    that was at `path` stays untouched until then."""
+    that was at `path` stays untouched until then. With `leftovers`, what killed writes of `path`
+    left is removed once it is in place (`remove_leftovers`; it reads the folder, so not for the
+    many small files of a shard folder, which removes its own)."""
     path = Path(path)
     fd, tmp = temp_file_beside(path)
     try:
@@ -135,6 +137,8 @@ def replacing(path: str | os.PathLike, *, fsync: bool = True) -> Iterator[Binary
                     os.fsync(f.fileno())
         with final_names(path):
             os.replace(tmp, path)
+        if leftovers:
+            remove_leftovers(path.parent, path.name.__eq__)
     finally:
         Path(tmp).unlink(missing_ok=True)
 
