@@ -16,12 +16,14 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer, train_bpe_from_counts
 from cs336_basics.cli import main as bpe_main
 from cs336_basics.counts import table
+from cs336_basics.corpora import sources
 from cs336_basics.counts import writer as count_writer
 from cs336_basics.datasets import layout
 from cs336_basics.datasets.shard_folder import locked
@@ -139,6 +141,52 @@ def test_a_tokenizers_folder_inside_its_training_folder_is_not_read_as_input(tmp
     first = (tmp_path / "notes" / "tok" / "merges.txt").read_bytes()
     assert bpe_main(args) == 0
     assert (tmp_path / "notes" / "tok" / "merges.txt").read_bytes() == first
+
+
+segments = st.lists(st.sampled_from(["a", "b", "a.txt"]), min_size=1, max_size=3).map(lambda p: os.path.join(*p))
+
+
+@settings(max_examples=100, deadline=None)
+@given(files=st.lists(segments, min_size=1, max_size=6), outputs=st.lists(segments, min_size=1, max_size=3),
+       given_inputs=st.lists(st.booleans(), min_size=6, max_size=6))
+def test_outputs_among_inputs_agree_with_comparing_every_pair(tmp_path_factory, files, outputs, given_inputs):
+    """Oracle: each output against each input, by real path and by inode (what the check did before
+    it looked at each input once). Some files are symbolic or hard links to the first, and only
+    some files are inputs, so an output may be an input under another name."""
+    root = tmp_path_factory.mktemp("paths")
+    made = []
+    for k, name in enumerate(files):
+        path = root / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if k % 3 == 1 and made:
+                path.symlink_to(made[0])
+            elif k % 3 == 2 and made:
+                os.link(made[0], path)
+            else:
+                path.write_text("x")
+        except OSError:  # a file where a folder would go, or the path taken already
+            continue
+        made.append(path)
+    inputs = [path for path, given in zip(made, given_inputs) if given]
+    outs = [root / o for o in outputs]
+
+    def expected() -> str | None:
+        for out in outs:
+            real = os.path.realpath(out)
+            pairs = [(os.path.realpath(i), i) for i in inputs]
+            if any(r == real or (out.exists() and os.path.samefile(i, out)) for r, i in pairs):
+                return "is the input"
+            if any(r.startswith(real + os.sep) for r, _ in pairs):
+                return "holds the input"
+        return None
+
+    want = expected()
+    if want is None:
+        sources.refuse_outputs_among_inputs(outs, inputs)
+    else:
+        with pytest.raises(ValueError, match=want):
+            sources.refuse_outputs_among_inputs(outs, inputs)
 
 
 # --- count tables that are not what they say ------------------------------------------------------------

@@ -208,8 +208,7 @@ def tokenizer_files(source: str) -> list[Path]:
 
 def refuse_outputs_among(outputs: list[Path], inputs: list) -> None:
     """Refuse, before any work, to write an output that is one of the inputs."""
-    for path in outputs:
-        sources.refuse_output_among_inputs(path, inputs)
+    sources.refuse_outputs_among_inputs(outputs, inputs)
 
 
 # --- tokenizers --------------------------------------------------------------------------------------

@@ -66,9 +66,8 @@ def convert_dataset(
     dataset = TokenDataset(directory)
     if dataset.kind != "directory":
         raise ValueError(f"{directory}: not a dataset directory (convert reads what `bpe encode --out DIR/` writes)")
-    inputs = [p for p in Path(directory).rglob("*") if p.is_file()]
-    for path in output_paths(out, format):
-        sources.refuse_output_among_inputs(path, inputs)
+    own_files = [p for p in Path(directory).rglob("*") if p.is_file()]
+    sources.refuse_outputs_among_inputs(output_paths(out, format), own_files)
     separator = None
     if append_separator:
         separator = (dataset.manifest.get("tokenizer") or {}).get("separator_id")
