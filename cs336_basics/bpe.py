@@ -134,7 +134,7 @@ def train_bpe_from_counts(
     `train_bpe` gives on the text they were counted from. `counts`: a count table folder (`bpe
     count`, see `counts.table`), a `pre-token<TAB>count` text file, or a dict of pre-token bytes to
     counts. `special_tokens` and `pattern` default to the table's and must equal them when given (a
-    file or dict has none: no special tokens, "gpt2"). `start_from` extends a tokenizer as
+    file or dict records none: they default to `["<|endoftext|>"]` and "gpt2", as in `bpe train`). `start_from` extends a tokenizer as
     `train_bpe`'s does: the counts must be of its pattern and cut at its special tokens (among
     theirs). Other options as `train_bpe`'s."""
 

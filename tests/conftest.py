@@ -11,6 +11,12 @@
   test on at most 10 examples, derandomized.
 - With `BPE_MUTATION_EXAMPLES=N` (set by scripts/mutation.py) every hypothesis test runs at most N
   examples, derandomized, so each mutant is judged in seconds and the same way twice.
+- Hypothesis tests draw the same examples on every run, by default and in CI (the settings profile
+  `fixed`, Hypothesis's own `ci` profile: a seed fixed per test, no example database, no deadline),
+  so whether a test catches a bug never changes from one run to the next, nor with the machine's
+  load. For a deeper search with new examples each run, select the profile `random`:
+  `BPE_HYPOTHESIS_PROFILE=random uv run pytest ...` or `uv run pytest --hypothesis-profile random ...`
+  (it keeps failing examples in `.hypothesis/` to try first next time).
 """
 
 import os
@@ -18,6 +24,7 @@ import signal
 import sys
 
 import pytest
+from hypothesis import settings
 
 # Many containers set PYTHONDONTWRITEBYTECODE, and `uv sync` writes no bytecode: then every process
 # the suite starts (the xdist workers, and the hundreds of `bpe` commands the tests run) compiles
@@ -30,6 +37,12 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 _MUTATION_EXAMPLES = os.environ.get("BPE_MUTATION_EXAMPLES")
 _QUICK_EXAMPLES = 10
 
+# Registered and loaded here, on import, before any test module makes its settings (each test's
+# `@settings(...)` takes what it does not say from the profile loaded then).
+settings.register_profile("fixed", settings.get_profile("ci"))
+settings.register_profile("random", settings.get_profile("default"), deadline=None)
+settings.load_profile(os.environ.get("BPE_HYPOTHESIS_PROFILE", "fixed"))
+
 
 def pytest_configure(config):
     # A shell starts a background job (`pytest &`, some CI runners) with Ctrl-C ignored, and every
@@ -37,6 +50,9 @@ def pytest_configure(config):
     # A handler of Python's own is reset to the default in the programs the tests start.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    profile = config.getoption("--hypothesis-profile", None)
+    if profile:  # hypothesis's plugin loads it too, but maybe before this file registered ours
+        settings.load_profile(profile)
 
 
 def pytest_addoption(parser):
@@ -72,8 +88,6 @@ def pytest_collection_modifyitems(config, items):
     cap = int(_MUTATION_EXAMPLES) if _MUTATION_EXAMPLES else _QUICK_EXAMPLES if quick else None
     if cap is None:
         return
-    from hypothesis import settings
-
     for item in items:
         test = getattr(item, "obj", None)
         current = getattr(test, "_hypothesis_internal_use_settings", None)

@@ -84,7 +84,7 @@ def test_a_tsv_file_trains_as_its_counts(tmp_path):
     assert table.read_tsv(path).word_counts == want
     assert train_bpe_from_counts(path, 280) == train_bpe_from_counts(want, 280)
     merges, _ = learn_merges(want, 280 - 256)
-    assert train_bpe_from_counts(path, 280)[1] == merges
+    assert train_bpe_from_counts(path, 280, [])[1] == merges  # the file records no special token: none given
 
 
 def test_counts_beyond_32_bits_against_the_oracle(tmp_path):
@@ -103,7 +103,7 @@ def test_counts_beyond_32_bits_against_the_oracle(tmp_path):
     (table_dir / table.MANIFEST).write_text(table.manifest_text(head, [entry]))
     for source in (counts, tmp_path / "c.tsv", table_dir):
         got_log, stats = [], {}
-        vocab, got = train_bpe_from_counts(source, 256 + 6, stats=stats, merge_log=got_log)
+        vocab, got = train_bpe_from_counts(source, 256 + 6, [], stats=stats, merge_log=got_log)
         assert got == merges, source
         assert [c for c, _ in got_log] == [c for c, _ in log] and got_log[-1][1] == log[-1][1]
         assert sum(stats["byte_counts"]) == stats["pretoken_bytes"] == sum(len(w) * n for w, n in counts.items())

@@ -34,6 +34,26 @@ def test_conversion_keeps_ids_and_documents_across_shard_edges(tmp_path_factory,
     assert [i for p in done.paths for i in spec_read_llmc(p)] == [i for doc in documents for i in doc]
 
 
+def test_document_starts_in_a_later_chunk_are_made_relative_to_it(tmp_path, monkeypatch):
+    """A shard is streamed in chunks of CHUNK_TOKENS (16 M tokens): a document starting in the
+    second chunk or later must be placed from that chunk's start, which only a shard longer than a
+    chunk shows; the chunk is made small here instead."""
+    documents = [[1, 2, 3], [4, 5, 6, 7, 8], [9], [10, 11]]  # starts 0, 3, 8, 9: in chunks 0, 1, 4, 4
+    directory = write_dataset(tmp_path / "ds", documents, 100)  # one shard
+    monkeypatch.setattr(convert, "CHUNK_TOKENS", 2)
+    convert_dataset(directory, tmp_path / "m", "megatron")
+    assert spec_read_megatron(tmp_path / "m") == (documents, [[0], [1], [2], [3]])
+
+
+def test_the_appended_separator_counts_in_balancing_llmc_shards(tmp_path):
+    """Six ids and the separator are seven tokens: in shards of at most 6, two of 4 and 3 (balanced),
+    not 6 and a tiny 1 (the separator left out of the total)."""
+    directory = write_dataset(tmp_path / "ds", [[1, 2, 3], [4, 5, 6]], 100)  # separator_id 0, not at the end
+    done = convert_dataset(directory, tmp_path / "l", "llmc", shard_tokens=6, append_separator=True)
+    assert [spec_read_llmc(p) for p in done.paths] == [[1, 2, 3, 4], [5, 6, 0]]
+    assert done.tokens == 7
+
+
 def test_uint32_datasets_become_int32_megatron_and_are_refused_by_llmc(tmp_path):
     directory = write_dataset(tmp_path / "ds", [[70_000, 1], [2]], 2, dtype="uint32", vocab_size=100_000)
     convert_dataset(directory, tmp_path / "m", "megatron")

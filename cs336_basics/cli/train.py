@@ -11,7 +11,7 @@ from cs336_basics.bpe import Tokenizer, train_bpe, train_bpe_from_counts
 from cs336_basics.cli import common
 from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, positive_int
 from cs336_basics.corpora import sources
-from cs336_basics.counts.table import counted_with
+from cs336_basics.counts.table import MANIFEST, counted_with
 from cs336_basics.formats import pretrained
 from cs336_basics.text import patterns
 from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token, token_occurrences
@@ -49,6 +49,17 @@ def bundled_corpus() -> Path:
     return Path(str(resources.files("cs336_basics") / "data" / "sample.txt"))
 
 
+def _start_from(source: str, pattern: str | None) -> Tokenizer:
+    """The tokenizer `--start-from` names, loaded as `train_bpe(start_from=source)` loads it: with its
+    own special tokens, which `--special-token` adds to and never replaces (a folder of vocab.json
+    and merges.txt records none). `--pattern` is for files that record no pattern."""
+    if source in pretrained.NAMES and pattern is not None:
+        raise common.CommandError(f"{source} has its own pattern; drop --pattern")
+    if source not in pretrained.NAMES and not Path(source).exists():
+        common.load_tokenizer(source, None, pattern)  # raises, saying what it expected there
+    return Tokenizer.from_pretrained(source, pattern=None if pattern is None else patterns.canonical(pattern))
+
+
 def run_train(args: argparse.Namespace, context: RunContext) -> None:
     if args.counts and args.inputs:
         raise common.CommandError("bpe train takes INPUT... or --counts COUNTS, not both")
@@ -58,14 +69,17 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     inputs = [args.counts] if args.counts else args.inputs or [str(bundled_corpus())]
     files = [] if args.counts else common.corpus_files(inputs, outside=[Path(args.out)])
     counted = counted_with(args.counts) if args.counts else (None, None)  # a table's special tokens and pattern
-    start = common.load_tokenizer(args.start_from, args.special_token, args.pattern) if args.start_from else None
+    start = _start_from(args.start_from, args.pattern) if args.start_from else None
     given = args.special_token if args.special_token is not None else counted[0]
     specials = given if given is not None else [DEFAULT_SPECIAL]
     if start is not None:  # its own special tokens, then any new ones
         specials = [*start.special_tokens, *(t for t in specials if t not in start.special_tokens)]
     out = common.writable_dir(Path(args.out))
     outputs = [out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv"]
-    common.refuse_outputs_among(outputs, files)
+    # Nor what training reads besides the corpus: the tokenizer to extend, the count table.
+    common.refuse_outputs_among(outputs, [*files, *(common.tokenizer_files(args.start_from) if start else ())])
+    if args.counts and Path(args.counts).is_dir():
+        common.refuse_outputs_among([out], [Path(args.counts) / MANIFEST])
     context.watch(*outputs)
     stats: dict = {}
     log: list[tuple[int, int]] = []
@@ -89,7 +103,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
     merge_log = MergeLog(stats["pretoken_bytes"], log)
     merge_log.occurrences = token_occurrences(stats["byte_counts"], merges, merge_log)
-    log_text = merge_log_tsv(merges, merge_log)
+    log_text = merge_log_tsv(merges, merge_log, vocab)
     pretrained.save(out, vocab, merges, specials, tokenizer.pattern, extra_files={"merge_log.tsv": log_text})
     total = time.perf_counter() - started
     input_path = sources.describe(inputs)

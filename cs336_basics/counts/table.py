@@ -48,6 +48,9 @@ INT64_MAX = (1 << 63) - 1
 BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put at the start of a text file
 # Rows per shard when a whole table is written at once (`merge_tables`).
 MERGED_SHARD_ROWS = 1 << 22
+# The special tokens of counts that record none (a pre-token<TAB>count file, a mapping): what `bpe`
+# cuts documents at by default.
+DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
 
 
 @dataclass(frozen=True)
@@ -407,7 +410,8 @@ def counted_with(source: "str | os.PathLike") -> tuple[list[str] | None, str | N
 
 def agreed(counts: Counts, source, special_tokens, pattern) -> tuple[list[str], str]:
     """The special tokens and pattern to train with: those given, which must equal the table's, or
-    else the table's (for a text file or a mapping: none, and "gpt2")."""
+    else the table's (for a text file or a mapping, which record none: `DEFAULT_SPECIAL_TOKENS` and
+    "gpt2", as for a corpus)."""
     if special_tokens is not None:
         special_tokens = validate_special_tokens(special_tokens)
         if counts.special_tokens is not None and special_tokens != counts.special_tokens:
@@ -418,8 +422,9 @@ def agreed(counts: Counts, source, special_tokens, pattern) -> tuple[list[str], 
         if counts.pattern is not None and pattern != counts.pattern:
             raise ValueError(f"{source} was counted with the pattern {counts.pattern!r}, not {pattern!r}: "
                              "pass that one (or none), or count the corpus again")
-    specials = special_tokens if special_tokens is not None else counts.special_tokens or []
-    return specials, pattern if pattern is not None else counts.pattern or "gpt2"
+    if special_tokens is None:
+        special_tokens = list(DEFAULT_SPECIAL_TOKENS) if counts.special_tokens is None else counts.special_tokens
+    return special_tokens, pattern if pattern is not None else counts.pattern or "gpt2"
 
 
 # --- adding tables up ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from cs336_basics.report.loading import PRETRAINED, HeldOut, load_pretrained, tr
 from cs336_basics.report.measures import TextStats
 from cs336_basics.report.plots import curve_plot, length_plot, require_matplotlib
 from cs336_basics.report.vocabulary import check_merge_log, default_min_count, under_trained, vocab_entries
-from cs336_basics.train.merge_log import MergeLog, compression_curve
+from cs336_basics.train.merge_log import MergeLog, compression_curve, token_ids
 
 
 def build_report(
@@ -80,7 +80,7 @@ def build_report(
     if texts:
         parts.append(sections.comparison_html(name, texts, ours, measured.others, measured.per_text(name)))
     parts.append(sections.vocabulary_html(tokenizer, lengths, texts, ours))
-    parts.append(sections.merges_html(merges, log))
+    parts.append(sections.merges_html(merges, log, ids=token_ids(tokenizer.vocab, merges)[256:]))
     parts.append(sections.under_trained_html(flagged, counted_on, min_count))
     if texts:
         parts.append(sections.sample_section_html(tokenizer, texts[0], sample_chars))

@@ -105,7 +105,7 @@ def comparison_html(name: str, texts: list[HeldOut], ours: TextStats, others: li
         "word, and the share of words cut into two or more tokens (lower is better). Rényi efficiency "
         f"(α = {RENYI_ALPHA}) and Shannon efficiency of the token distribution: its entropy over log |V| "
         "(higher: the vocabulary is used more evenly). Vocabulary use: the share of tokens that occur, and how "
-        "many of the most frequent tokens make up half of the text. See README, \"Measures\".</p>")
+        "many of the most frequent tokens make up half of the text. See docs/looking-inside.md, \"Measures\".</p>")
     rows = [(f"{name} (this one)", ours)] + [(label, s) for label, s, _ in others if s is not None]
     if len(texts) > 1:
         rows += [(f"{label} on {t.name}", one) for k, t in enumerate(texts) for label, each in per_text for one in [each[k]]]
@@ -136,8 +136,10 @@ def vocabulary_html(tokenizer: Tokenizer, lengths: str, texts: list[HeldOut], ou
     return "\n".join(parts)
 
 
-def merges_html(merges: list[tuple[bytes, bytes]], log: MergeLog | None, shown: int = 15) -> str:
-    """The first and the last `shown` merges, with their counts when the merge log is given."""
+def merges_html(merges: list[tuple[bytes, bytes]], log: MergeLog | None, shown: int = 15,
+                ids: "list[int | None] | None" = None) -> str:
+    """The first and the last `shown` merges, with their counts when the merge log is given; `ids`:
+    the id of each merge's token in the vocabulary (default 256 + rank, see `merge_log.token_ids`)."""
     parts: list[str] = []
     add = parts.append
     add('<section id="merges"><h2>First and last merges</h2><div class="two">')
@@ -148,7 +150,7 @@ def merges_html(merges: list[tuple[bytes, bytes]], log: MergeLog | None, shown: 
         for r in ranks:
             left, right = merges[r]
             count = f"{log.steps[r][0]:,}" if log is not None else "?"
-            add(f"<tr><td>{r}</td><td>{256 + r}</td><td>{_code(left)}</td><td>{_code(right)}</td>"
+            add(f"<tr><td>{r}</td><td>{256 + r if ids is None else ids[r]}</td><td>{_code(left)}</td><td>{_code(right)}</td>"
                 f'<td>{_code(left + right)}</td><td class="n">{count}</td></tr>')
         add("</tbody></table></div>")
     add("</div></section>")

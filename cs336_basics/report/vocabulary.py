@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.text import tsv
-from cs336_basics.train.merge_log import MergeLog, readable_token
+from cs336_basics.train.merge_log import MergeLog, occurrences_by_id, readable_token, token_ids
 
 
 @dataclass
@@ -67,7 +67,7 @@ def vocab_entries(
     """
     check_merge_log(tokenizer, log)
     if occurrences is None and log is not None and log.occurrences is not None:
-        occurrences = dict(enumerate(log.occurrences))
+        occurrences = occurrences_by_id(log.occurrences, token_ids(tokenizer.vocab, tokenizer.merges))
     if occurrences is not None and min_count is None:
         min_count = default_min_count(sum(occurrences.values()))
     made_by = merge_ranks(tokenizer)
@@ -121,7 +121,8 @@ def token_entry(tokenizer: Tokenizer, token_id: int, log: MergeLog | None = None
         entry.count = log.steps[rank][0] if log is not None else None
     occurrences = None
     if log is not None and log.occurrences is not None:
-        occurrences = {token_id: log.occurrences[token_id]} if token_id < len(log.occurrences) else {}
+        by_id = occurrences_by_id(log.occurrences, token_ids(tokenizer.vocab, tokenizer.merges))
+        occurrences = {token_id: by_id[token_id]} if token_id in by_id else {}
         if min_count is None:
             min_count = default_min_count(sum(log.occurrences))
     entry.flags = _flags(tokenizer, entry, occurrences, min_count)

@@ -74,7 +74,8 @@ def train_merges(
     """Learn up to `num_merges` merges from pre-token counts; fewer when no pair is left.
 
     The first merges are `forced` (see `forced`), each made as a chosen one is, counted or not;
-    the rule chooses after the last of them. `num_merges` counts them too.
+    the rule chooses after the last of them. `num_merges` counts them too: given more forced merges
+    than that, the first `num_merges` of them are the result.
     With a set of `known` tokens (the vocabulary being extended; added to), a chosen merge making
     one of them, or a token an earlier merge made, does not count towards `num_merges`.
 

@@ -69,13 +69,14 @@ class MergeLog:
     corpus_bytes: int
     steps: list[tuple[int, int]]
     merged: list[str] | None = None  # each merge's new token as `readable_token` shows it, when read from a file
-    # Each token's occurrences (by id: the 256 bytes, then one per merge) in the training corpus encoded
-    # with the final vocabulary (see `token_occurrences`); None in files written before they were recorded.
+    # Each token's occurrences (by row: the 256 bytes, then one per merge; `occurrences_by_id` gives them
+    # by id) in the training corpus encoded with the final vocabulary (see `token_occurrences`); None in
+    # files written before they were recorded.
     occurrences: list[int] | None = None
 
 
 def token_occurrences(byte_counts: list[int], merges: list[tuple[bytes, bytes]], log: MergeLog) -> list[int]:
-    """How often each token (by id: bytes 0-255, then 256 + rank) occurs in the training corpus encoded
+    """How often each token (by row: bytes 0-255, then 256 + rank) occurs in the training corpus encoded
     with all the merges, from the corpus's byte counts (special tokens left out, as in the log) and
     the places each merge joined (the fall of `tokens` in the log)."""
     if len(byte_counts) != 256 or sum(byte_counts) != log.corpus_bytes:
@@ -95,9 +96,32 @@ def token_occurrences(byte_counts: list[int], merges: list[tuple[bytes, bytes]],
     return counts
 
 
-def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
+def token_ids(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> list[int | None]:
+    """The id `vocab` gives each token the merge log has a row for: the 256 bytes, then each merge's
+    token (None for one the vocabulary lacks). They are 0..255 + len(merges) for a tokenizer trained
+    from scratch; an extended one (GPT-2's bytes in another order, its special token inside the
+    range, an open model's gaps) and SuperBPE (a token made twice keeps its first id) have others."""
+    ids: dict[bytes, int] = {}
+    for token_id in sorted(vocab):
+        ids.setdefault(vocab[token_id], token_id)
+    return [ids.get(bytes([b])) for b in range(256)] + [ids.get(left + right) for left, right in merges]
+
+
+def occurrences_by_id(occurrences: list[int], ids: list[int | None]) -> dict[int, int]:
+    """The merge log's occurrences (one per row, as `token_occurrences` gives them) by token id, the
+    rows `token_ids` gives one id added up (a token two merges make)."""
+    by_id: dict[int, int] = {}
+    for token_id, n in zip(ids, occurrences):
+        if token_id is not None:
+            by_id[token_id] = by_id.get(token_id, 0) + n
+    return by_id
+
+
+def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog, vocab: dict[int, bytes] | None = None) -> str:
     """The text of `merge_log.tsv`: a header row; a row for the corpus before any merge, whose only
-    field is `tokens` (its length in bytes); then one row per merge (ranks from 0, ids from 256).
+    field is `tokens` (its length in bytes); then one row per merge (ranks from 0). Ids are those
+    `vocab` gives (see `token_ids`); without it, those of a vocabulary trained from scratch (the
+    bytes, then 256 + rank).
 
     With `log.occurrences`, a last column `occurrences` holds each token's count in the encoded
     training corpus, and 256 rows for the bytes (id and token only) come before the merges.
@@ -109,13 +133,19 @@ def merge_log_tsv(merges: list[tuple[bytes, bytes]], log: MergeLog) -> str:
     columns = COLUMNS if occurrences is None else OCCURRENCE_COLUMNS
     if occurrences is not None and len(occurrences) != 256 + len(merges):
         raise ValueError(f"the merge log has {len(occurrences)} occurrence counts for {256 + len(merges)} tokens")
+    ids = list(range(256 + len(merges))) if vocab is None else token_ids(vocab, merges)
+    if None in ids:
+        missing = ids.index(None)
+        token = bytes([missing]) if missing < 256 else b"".join(merges[missing - 256])
+        raise ValueError(f"the vocabulary lacks the token {readable_token(token)!r} the merge log has a row for")
     start = [""] * len(columns)
     start[6] = str(log.corpus_bytes)
     lines = [tsv.row(columns), tsv.row(start)]
     if occurrences is not None:
-        lines += [tsv.row(["", b, "", "", readable_token(bytes([b])), "", "", occurrences[b]]) for b in range(256)]
+        lines += [tsv.row(["", ids[b], "", "", readable_token(bytes([b])), "", "", occurrences[b]]) for b in range(256)]
     for rank, ((left, right), (count, tokens)) in enumerate(zip(merges, log.steps)):
-        row = [rank, 256 + rank, readable_token(left), readable_token(right), readable_token(left + right), count, tokens]
+        row = [rank, ids[256 + rank], readable_token(left), readable_token(right), readable_token(left + right), count,
+               tokens]
         if occurrences is not None:
             row.append(occurrences[256 + rank])
         lines.append(tsv.row(row))
@@ -145,7 +175,8 @@ def read_merge_log(path: str | os.PathLike) -> MergeLog:
     if width == len(OCCURRENCE_COLUMNS):
         occurrences = []
         for n, fields in enumerate(rows[2:258], start=3):
-            if len(fields) != width or fields[1] != str(n - 3) or not fields[7].isdigit() or any(fields[2:4] + fields[5:7]):
+            if (len(fields) != width or fields[4] != readable_token(bytes([n - 3])) or not fields[1].isdigit()
+                    or not fields[7].isdigit() or any(fields[2:4] + fields[5:7])):
                 raise ValueError(f"{path}, line {n}: expected the row of byte {n - 3} (its id, token and occurrences); "
                                  f"got {_shown(fields)}")
             occurrences.append(int(fields[7]))

@@ -207,7 +207,10 @@ def extension_options(
 ) -> tuple[list[str], str]:
     """The special tokens and pattern of a training run: with `start_from`, its special tokens come
     first (they cut the new corpus too) and its pattern is the default; another pattern is refused.
-    Without, the pattern defaults to "gpt2"."""
+    A special token naming one of its ordinary tokens (a token its merges make, which text encodes
+    to) is refused, naming the id: making it special would change what that text encodes to. (A
+    token of its vocabulary that no merge makes, as GPT-2's vocab.json holds `<|endoftext|>`, may
+    be named: it keeps its id.) Without `start_from`, the pattern defaults to "gpt2"."""
     if start_from is None:
         return special_tokens, "gpt2" if pattern is None else pattern
     if pattern is not None and patterns.canonical(pattern) != patterns.canonical(start_from.pattern):
@@ -220,7 +223,17 @@ def extension_options(
     if missing:
         raise ValueError(f"the tokenizer to extend lacks the single-byte tokens {missing[:5]}...: it is not "
                          "byte-level BPE, which every token of ours starts from")
-    return [*start_from.special_tokens, *(t for t in given if t not in start_from.special_tokens)], start_from.pattern
+    new = [t for t in given if t not in start_from.special_tokens]
+    made = {left + right for left, right in start_from.merges}
+    for token in new:
+        if token.encode("utf-8") in made:
+            token_id = min((i for i, t in start_from.vocab.items() if t == token.encode("utf-8")), default="?")
+            raise ValueError(
+                f"special token {token!r} is the ordinary token {token_id} of the tokenizer to extend (its merges make "
+                f"it): as a special token, text holding it would encode differently; name a new token, or one of its "
+                f"special tokens {start_from.special_tokens}"
+            )
+    return [*start_from.special_tokens, *new], start_from.pattern
 
 
 def checked_extension(special_tokens, pattern: str | None, vocab_size: int, num_workers: int | None,
