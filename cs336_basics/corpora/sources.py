@@ -189,6 +189,7 @@ def resolve(spec, *, outside: Sequence[str | os.PathLike] = ()) -> list[Source]:
         item = os.fspath(item)
         found = _resolve_url(item) if is_url(item) else _resolve_local(item)
         if outputs and (len(found) != 1 or found[0].path != item):  # a folder or a glob
+            # (all of them in an output: kept, so that the refusal names one, not "no supported files")
             found = [f for f in found if not any(_inside(f.path, o) for o in outputs)] or found
         sources.extend(found)
     return sources

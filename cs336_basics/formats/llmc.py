@@ -80,8 +80,8 @@ class LlmcWriter(StagedWriter):
     The shards are written to temporary files and renamed into place when the `with` block ends
     without an error (or at `close()`); shards of an earlier write to the same prefix numbered past
     the new last one are then deleted, so the prefix never mixes two writes' shards, and so are the
-    temporary files of killed writes to the prefix. An id above
-    65535 is refused (naming it) and leaves the files that were there before.
+    temporary files of killed writes to the prefix. An id above 65535 is refused (naming it) and
+    leaves the files that were there before.
     """
 
     def __init__(self, prefix: str | os.PathLike, *, shard_tokens: int = DEFAULT_SHARD_TOKENS,

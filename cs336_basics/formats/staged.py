@@ -10,10 +10,10 @@ filesystem, where the rename is a copy and an object appears whole or not at all
 old ones (`gpt2.save_vocab_and_merges` makes that detectable); the temporary files such a kill
 leaves are removed by the next write of the same files that succeeds (`remove_leftovers`: a
 temporary file is locked while it is written, so one that no process holds is a leftover).
-Missing folders are created for the
-write and removed again if it fails (`folders_for`). The temporary files are ours, not the user's:
-an OSError raised while one is made, written, synced or renamed names the final path instead
-(`final_names`), so no message ever shows a temporary file's name.
+Missing folders are created for the write and removed again if it fails (`folders_for`). The
+temporary files are ours, not the user's: an OSError raised while one is made, written, synced or
+renamed names the final path instead (`final_names`), so no message ever shows a temporary file's
+name.
 
 Holding signals back is done with Python-level handlers, not the thread's signal mask: the kernel
 hands a signal to any thread that does not block it, and the native threads that libraries start
