@@ -44,7 +44,8 @@ def reference_markdown(parser: argparse.ArgumentParser) -> str:
     found = list(commands(parser))
     lines = ["| command | what it does |", "| --- | --- |"]
     for full, text, _, depth in found[1:]:
-        lines.append(f"| [`{full}`](#{anchor(full)}) | {text} |")
+        cell = text.replace("|", "\\|")  # a | in the help would end the table's cell
+        lines.append(f"| [`{full}`](#{anchor(full)}) | {cell} |")
     lines.append("")
     with columns(WIDTH):
         for full, text, p, depth in found:
