@@ -26,11 +26,13 @@ test dependencies. `uv run python tests/test_docs_examples.py` prints how many b
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -46,7 +48,8 @@ RUN = ("python", "sh", "bash")
 EVASIVE = {"py", "python3", "pycon", "ipython", "shell", "console", "zsh", "shell-session", "bash-session", "sh-session"}
 SAMPLE = ROOT / "cs336_basics" / "data" / "sample.txt"
 EOT = "<|endoftext|>"
-BLOCK_TIMEOUT = 300  # seconds: a block taking longer is stuck
+BLOCK_TIMEOUT = 120  # seconds: a block taking longer is stuck (a block meant to take over 2 s is slow)
+SLOW_TIMEOUT = 900  # seconds, for a block marked slow
 SHOWN = 4000  # characters of a failed block's stderr (its end) that the failure shows
 
 
@@ -156,10 +159,11 @@ uv() {
       *) break ;;
     esac
   done
-  "$@" || return $?  # so that the ERR trap names the page's line, not this one
+  # Failing here, not in the function, so that the ERR trap names the page's line and this command.
+  "$@" || { _examples_status=$?; _examples_failed="uv run $*"; return $_examples_status; }
 }
 export -f uv
-trap 'status=$?; echo "line $LINENO: exit status $status from: $BASH_COMMAND" >&2' ERR
+trap '_examples_status=$?; echo "line $LINENO: exit status $_examples_status from: ${_examples_failed:-$BASH_COMMAND}" >&2; _examples_failed=' ERR
 """
 
 # The interpreter that runs a page's python blocks, told what to run through its stdin, one JSON line
@@ -220,59 +224,78 @@ class Failure:
 
 
 class PageRunner:
-    """Runs a page's blocks in order in `work`; `run` returns a Failure or None."""
+    """Runs a page's blocks in order in `work`; `run` returns a Failure or None. Each process it
+    starts leads a process group of its own, and `close` ends every group: nothing a block started
+    (a server in the background, a worker) outlives the page."""
 
     def __init__(self, work: Path, env: dict[str, str], logs: Path):
-        self.work, self.env, self.logs = work, env, logs
+        self.work, self.logs = work, logs
         self.python: subprocess.Popen | None = None
+        self.groups: list[int] = []
         (logs / "bash_env.sh").write_text(BASH_ENV, encoding="utf-8")
         self.env = {**env, "BASH_ENV": str(logs / "bash_env.sh")}
         self.count = 0
 
     def run(self, block: Block) -> Failure | None:
         self.count += 1
+        timeout = SLOW_TIMEOUT if block.mark == "slow" else BLOCK_TIMEOUT
         if block.lang == "python":
-            return self._python(block)
+            return self._python(block, timeout)
         script = "\n" * (block.line - 1) + block.code  # `line N` in bash's messages is the page's line
+        shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=self.work, env=self.env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)
+        self.groups.append(shell.pid)
         try:
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=self.work, env=self.env,
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=BLOCK_TIMEOUT)
-        except subprocess.TimeoutExpired as e:
-            return Failure(block, f"still running after {BLOCK_TIMEOUT} s", _text(e.stderr), _text(e.stdout))
-        if done.returncode != 0:
-            return Failure(block, f"exit status {done.returncode}", _text(done.stderr), _text(done.stdout))
+            out, err = shell.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end_group(shell.pid)
+            out, err = shell.communicate()
+            return Failure(block, f"still running after {timeout} s", _text(err), _text(out))
+        if shell.returncode != 0:
+            return Failure(block, f"exit status {shell.returncode}", _text(err), _text(out))
         return None
 
-    def _python(self, block: Block) -> Failure | None:
+    def _python(self, block: Block, timeout: float) -> Failure | None:
         if self.python is None:
             self.python = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=self.work, env=self.env,
-                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                           start_new_session=True)
+            self.groups.append(self.python.pid)
         out, err = self.logs / f"{self.count}.out", self.logs / f"{self.count}.err"
         request = {"code": block.code, "line": block.line, "path": str(ROOT / block.page),
                    "out": str(out), "err": str(err)}
         self.python.stdin.write(json.dumps(request) + "\n")
         self.python.stdin.flush()
-        ready, _, _ = select.select([self.python.stdout], [], [], BLOCK_TIMEOUT)
+        ready, _, _ = select.select([self.python.stdout], [], [], timeout)
         answer = self.python.stdout.readline() if ready else ""
         read = lambda path: path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""  # noqa: E731
         if not answer:
-            status = f"still running after {BLOCK_TIMEOUT} s" if not ready else f"python exited with {self.python.wait()}"
-            self.close()
+            _end_group(self.python.pid)
+            status = f"python exited with {self.python.wait()}" if ready else f"still running after {timeout} s"
+            self.python = None
             return Failure(block, status, read(err), read(out))
         if not json.loads(answer)["ok"]:
             return Failure(block, "an exception", read(err), read(out))
         return None
 
     def close(self):
-        if self.python is not None:
-            if self.python.poll() is None:
-                self.python.stdin.close()
-                try:
-                    self.python.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.python.kill()
-                    self.python.wait()
-            self.python = None
+        if self.python is not None and self.python.poll() is None:
+            self.python.stdin.close()
+            try:
+                self.python.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.python = None
+        for group in self.groups:
+            _end_group(group)
+
+
+def _end_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _text(data: bytes | str | None) -> str:
@@ -305,6 +328,59 @@ def run_blocks(blocks: list[Block], work: Path, env: dict[str, str], logs: Path)
         runner.close()
 
 
+# An example must not reach the network (the tests run offline, and an address in an example, a
+# cluster's say, is no machine of ours): where the system lets us, a page runs in a network
+# namespace of its own that has only the loopback interface (`unshare`, as root or in a user namespace).
+UNSHARE = ["unshare", "--map-root-user", "--net", "--"]
+
+
+@functools.cache
+def can_isolate() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run([*UNSHARE, "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+def loopback_up() -> None:
+    """Bring up `lo` in this (new) network namespace, where it starts down."""
+    import fcntl
+    import socket
+    import struct
+
+    siocsifflags, iff_up, iff_loopback, iff_running = 0x8914, 0x1, 0x8, 0x40
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH14x", b"lo", iff_up | iff_loopback | iff_running))
+
+
+def run_page(blocks: list[Block], work: Path, env: dict[str, str], logs: Path) -> tuple[int, Failure | None]:
+    """`run_blocks`, in a network namespace of the page's own where the system allows one."""
+    if not can_isolate():
+        return run_blocks(blocks, work, env, logs)
+    logs.mkdir(parents=True, exist_ok=True)
+    job = logs / "page.json"
+    job.write_text(json.dumps({"blocks": [vars(b) for b in blocks], "work": str(work), "env": env,
+                               "logs": str(logs)}), encoding="utf-8")
+    done = subprocess.run([*UNSHARE, sys.executable, __file__, "--run-page", str(job)], cwd=ROOT,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise RuntimeError(f"the page runner failed (status {done.returncode}):\n{done.stderr[-SHOWN:]}")
+    result = json.loads(job.with_suffix(".result.json").read_text(encoding="utf-8"))
+    failure = result["failure"]
+    if failure is not None:
+        failure = Failure(Block(**failure.pop("block")), **failure)
+    return result["ran"], failure
+
+
+def _run_page_job(job: Path) -> None:
+    spec = json.loads(job.read_text(encoding="utf-8"))
+    loopback_up()
+    ran, failure = run_blocks([Block(**b) for b in spec["blocks"]], Path(spec["work"]), spec["env"],
+                              Path(spec["logs"]))
+    failure = None if failure is None else {**vars(failure), "block": vars(failure.block)}
+    job.with_suffix(".result.json").write_text(json.dumps({"ran": ran, "failure": failure}), encoding="utf-8")
+
+
 def to_run(blocks: list[Block], *, slow: bool) -> list[Block]:
     return [b for b in blocks if b.lang in RUN and b.mark != "not run" and (slow or b.mark != "slow")]
 
@@ -319,7 +395,7 @@ def test_page_examples(page, tiktoken_cache, tmp_path, request, record_property)
     if not blocks:
         pytest.skip(f"{page} has no example to run")
     started = time.perf_counter()
-    ran, failure = run_blocks(blocks, make_workdir(tmp_path / "work"), examples_env(tiktoken_cache), tmp_path / "logs")
+    ran, failure = run_page(blocks, make_workdir(tmp_path / "work"), examples_env(tiktoken_cache), tmp_path / "logs")
     if failure is not None:
         pytest.fail(failure.message(), pytrace=False)
     assert ran == len(blocks)
@@ -408,10 +484,10 @@ def test_runner_runs_a_page_in_order(tmp_path, tiktoken_cache):
         ("python", None), ("sh", None), ("python", None), ("sh", "not run"), ("python", "slow"), ("text", None)]
     assert blocks[3].reason == "a download" and blocks[0].line == 4
     work = make_workdir(tmp_path / "work")
-    ran, failure = run_blocks(to_run(blocks, slow=False), work, examples_env(tiktoken_cache), tmp_path / "logs")
+    ran, failure = run_page(to_run(blocks, slow=False), work, examples_env(tiktoken_cache), tmp_path / "logs")
     assert failure is None, failure.message()
     assert ran == 3 and not (work / "slow.txt").exists()
-    ran, failure = run_blocks(to_run(blocks, slow=True), make_workdir(tmp_path / "again"),
+    ran, failure = run_page(to_run(blocks, slow=True), make_workdir(tmp_path / "again"),
                               examples_env(tiktoken_cache), tmp_path / "logs2")
     assert (ran, failure) == (4, None) and (tmp_path / "again" / "slow.txt").read_text() == "ran"
 
@@ -420,17 +496,57 @@ def test_runner_runs_a_page_in_order(tmp_path, tiktoken_cache):
     ("```python\nx = 1\nraise ValueError('planted')\n```\n", 5, "ValueError: planted"),
     ("```python\nimport sys\nsys.exit(4)\n```\n", 5, "SystemExit: 4"),
     ("```sh\necho fine\nfalse_command_that_is_missing --x\necho never\n```\n", 5, "false_command_that_is_missing"),
-    ("```bash\nuv run bpe train no-such-file.txt --vocab-size 300 --out out\n```\n", 4, "bpe: "),
+    ("```bash\nuv run bpe train no-such-file.txt --vocab-size 300 --out out\n```\n", 4,
+     "exit status 1 from: uv run bpe train no-such-file.txt"),
     ("```sh\nuv pip install something\n```\n", 4, "runs 'uv run ...' only"),
 ])
 def test_runner_names_the_failing_block(broken, line, said, tmp_path, tiktoken_cache):
     page = "# Scratch\n\n" + broken + "\n```python\nprint('after')\n```\n"
     blocks = to_run(parse(page, "scratch.md"), slow=False)
-    ran, failure = run_blocks(blocks, make_workdir(tmp_path / "work"), examples_env(tiktoken_cache), tmp_path / "logs")
+    ran, failure = run_page(blocks, make_workdir(tmp_path / "work"), examples_env(tiktoken_cache), tmp_path / "logs")
     assert ran == 1 and failure is not None  # the block after a failure does not run
     message = failure.message()
     assert message.startswith(f"scratch.md:{blocks[0].line}: the ") and said in message
     assert f"line {line}" in failure.stderr  # python's traceback and bash's messages give the page's line
+
+
+ISOLATED = """\
+```python
+import socket
+assert [name for _, name in socket.if_nameindex()] == ["lo"]  # no way out but the loopback
+```
+
+```sh
+uv run python -m http.server 8765 --bind 127.0.0.1 > server.log 2>&1 &
+echo $! > server.pid
+```
+
+```python
+import time, urllib.request
+for _ in range(100):
+    try:
+        page = urllib.request.urlopen("http://127.0.0.1:8765/corpus.txt", timeout=5).read()
+        break
+    except OSError:
+        time.sleep(0.1)
+assert page == open("corpus.txt", "rb").read()
+```
+"""
+
+
+def test_runner_keeps_a_page_off_the_network_and_ends_what_it_started(tmp_path, tiktoken_cache):
+    if not can_isolate():
+        pytest.skip("unshare cannot make a network namespace here: pages run on the machine's network")
+    work = make_workdir(tmp_path / "work")
+    ran, failure = run_page(to_run(parse(ISOLATED, "scratch.md"), slow=False), work, examples_env(tiktoken_cache),
+                            tmp_path / "logs")
+    assert failure is None, failure.message()
+    assert ran == 3
+    server = int((work / "server.pid").read_text())
+    with pytest.raises(ProcessLookupError):  # the server the page left running was ended with the page
+        for _ in range(50):
+            os.kill(server, 0)
+            time.sleep(0.1)
 
 
 def test_parse_refuses_stray_markers():
@@ -444,6 +560,9 @@ def test_parse_refuses_stray_markers():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--run-page"]:  # run_page's child, in its network namespace
+        _run_page_job(Path(sys.argv[2]))
+        sys.exit(0)
     print(summary(counts()))
     print(textwrap.dedent("""
         Each page's test: uv run pytest tests/test_docs_examples.py -k 'PAGE' (add --all for the slow blocks)."""))
