@@ -69,7 +69,7 @@ class Block:
     reason: str = ""  # why not run
 
 
-_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")  # indented in a list, too
 _MARK = re.compile(r"^\s*<!--\s*(?P<what>not run|slow)\b\s*:?\s*(?P<reason>.*?)\s*-->\s*$")
 _ANY_MARK = re.compile(r"^\s*<!--\s*(not run|slow)\b")
 
@@ -104,7 +104,7 @@ def parse(text: str, page: str) -> list[Block]:
         fence, indent = match["fence"], len(match["indent"])
         info = match["info"].strip().lstrip("{").lstrip(".")
         lang = info.split()[0].rstrip("}").lower() if info else ""
-        close = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+        close = re.compile(rf"^ *{re.escape(fence[0])}{{{len(fence)},}}\s*$")
         body: list[str] = []
         j = i + 1
         while j < len(lines) and not close.match(lines[j]):
@@ -153,8 +153,8 @@ uv() {
   shift
   while [ $# -gt 0 ]; do
     case "$1" in
-      --group|--extra|--with|--python|-p) shift 2 ;;
-      --group=*|--extra=*|--with=*|--all-extras|--all-groups|--quiet|-q|--frozen|--locked|--no-sync|--offline) shift ;;
+      --group|--extra) shift 2 ;;
+      --group=*|--extra=*|--all-extras|--all-groups|--quiet|-q|--frozen|--locked|--no-sync|--offline) shift ;;
       -*) echo "the examples runner does not know 'uv run $1'" >&2; return 2 ;;
       *) break ;;
     esac
@@ -310,7 +310,8 @@ def examples_env(tiktoken_cache: Path) -> dict[str, str]:
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "VIRTUAL_ENV": sys.prefix,
            "TIKTOKEN_CACHE_DIR": str(tiktoken_cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"}
-    env.pop("BASH_ENV", None)
+    for name in [n for n in env if n.startswith("PYTEST_") or n == "BASH_ENV"]:
+        del env[name]  # a block is run as a reader runs it, not as part of this test
     return env
 
 
@@ -555,8 +556,9 @@ def test_parse_refuses_stray_markers():
     with pytest.raises(PageError, match="scratch.md:1: a <!-- slow --> marker must stand on the line just before"):
         parse("<!-- slow -->\n\n```sh\nx\n```\n", "scratch.md")
     # Fences of four backticks hold three; indented fences (in a list) lose their indentation.
-    blocks = parse("````text\n```sh\nx\n```\n````\n\n1. item\n   ```sh\n   echo hi\n   ```\n", "scratch.md")
-    assert [(b.lang, b.code) for b in blocks] == [("text", "```sh\nx\n```\n"), ("sh", "echo hi\n")]
+    page = "````text\n```sh\nx\n```\n````\n\n1. item\n\n    ```sh\n    echo hi\n      indented\n    ```\n"
+    blocks = parse(page, "scratch.md")
+    assert [(b.lang, b.code) for b in blocks] == [("text", "```sh\nx\n```\n"), ("sh", "echo hi\n  indented\n")]
 
 
 if __name__ == "__main__":
