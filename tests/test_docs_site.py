@@ -116,6 +116,21 @@ def test_command_reference_is_every_commands_help(site):
         assert f'id="{name}"' in html  # anchors other pages link to
 
 
+def test_api_reference_shows_examples_as_code(site):
+    # The docstrings' `>>>` examples become code blocks (docs/hooks/doctest_fences.py); Markdown
+    # alone would make them quotes nested three deep.
+    html = (site / "api.html").read_text(encoding="utf-8")
+    pre = Pre()
+    pre.feed(html)
+    assert "<blockquote>" not in html
+    assert any(block.startswith(">>> tok = Tokenizer.from_files(") for block in pre.blocks)
+    # The CS336 calls and the loader, each under an anchor other pages can link to (api.md#ID).
+    for name in ("bpe.train_bpe", "bpe.train_bpe_from_iterator", "bpe.train_bpe_from_counts", "bpe.Tokenizer",
+                 "bpe.Tokenizer.from_files", "bpe.Tokenizer.encode", "bpe.Tokenizer.encode_iterable",
+                 "bpe.Tokenizer.decode", "datasets.loader.TokenDataset.get_batch", "counts.writer.count_corpus"):
+        assert f'id="cs336_basics.{name}"' in html
+
+
 def test_command_table_lists_each_command_once_and_escapes_bars():
     parser = argparse.ArgumentParser(prog="bpe")
     commands = parser.add_subparsers()
