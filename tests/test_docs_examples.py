@@ -37,6 +37,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,7 @@ SAMPLE = ROOT / "cs336_basics" / "data" / "sample.txt"
 EOT = "<|endoftext|>"
 BLOCK_TIMEOUT = 120  # seconds: a block taking longer is stuck (a block meant to take over 2 s is slow)
 SLOW_TIMEOUT = 900  # seconds, for a block marked slow
+SLOW_HINT = 5.0  # seconds: a block not marked slow that takes longer is named in a warning
 SHOWN = 4000  # characters of a failed block's stderr (its end) that the failure shows
 
 
@@ -320,10 +322,13 @@ def run_blocks(blocks: list[Block], work: Path, env: dict[str, str], logs: Path)
     logs.mkdir(parents=True, exist_ok=True)
     runner = PageRunner(work, env, logs)
     try:
-        for block in blocks:
-            failure = runner.run(block)
-            if failure is not None:
-                return runner.count, failure
+        with open(logs / "seconds.tsv", "w", encoding="utf-8") as seconds:
+            for block in blocks:
+                started = time.perf_counter()
+                failure = runner.run(block)
+                seconds.write(f"{block.line}\t{time.perf_counter() - started:.2f}\n")
+                if failure is not None:
+                    return runner.count, failure
         return runner.count, None
     finally:
         runner.close()
@@ -401,6 +406,10 @@ def test_page_examples(page, tiktoken_cache, tmp_path, request, record_property)
         pytest.fail(failure.message(), pytrace=False)
     assert ran == len(blocks)
     record_property("seconds", round(time.perf_counter() - started, 2))
+    marks = {b.line: b.mark for b in blocks}
+    for line, seconds in (row.split("\t") for row in (tmp_path / "logs" / "seconds.tsv").read_text().splitlines()):
+        if float(seconds) > SLOW_HINT and marks[int(line)] != "slow":
+            warnings.warn(f"{page}:{line}: the block took {float(seconds):.1f} s: mark it <!-- slow -->", stacklevel=1)
 
 
 def counts() -> dict[str, dict[str, int]]:
