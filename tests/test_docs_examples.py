@@ -18,7 +18,7 @@ any other file a page needs, an earlier block of the page makes.
   slow block makes.
 - Output shown to the reader goes in ```` ```text ```` blocks, samples in `json`, `tsv`, ...: never
   run. A fence with no info string, or a spelling that looks runnable but is not one of the three
-  (`shell`, `console`, `py`, ...), fails `test_examples_counted`, so no example escapes by its spelling.
+  (`shell`, `console`, `py`, ...), fails `test_every_fence_says_its_language`, so no example escapes by its spelling.
 
 Pretrained names (`gpt2`, `cl100k_base`, ...) load offline: TIKTOKEN_CACHE_DIR is filled from the
 test dependencies. `uv run python tests/test_docs_examples.py` prints how many blocks each page has.
@@ -443,6 +443,9 @@ def test_examples_counted(record_property):
     record_property("blocks_run_with_all", total - skipped)
     assert total > 0
     assert skipped * 10 <= total, f"{skipped} of {total} blocks are marked not run: at most one in ten may be"
+
+
+def test_every_fence_says_its_language():
     for page in pages():
         for block in page_blocks(page):
             assert block.lang, f"{page}:{block.line - 1}: a fence without an info string (output: ```text)"
