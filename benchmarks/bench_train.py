@@ -179,7 +179,8 @@ def train_rustbpe_streamed(path: str, vocab_size: int, special_tokens: list[str]
 
 def ours_phases(path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: str) -> dict:
     """Our two training phases timed separately, doing what train_bpe does."""
-    from cs336_basics.train.trainer import PARALLEL_MIN_WORDS, default_num_workers
+    from cs336_basics.corpora.executors import default_num_workers
+    from cs336_basics.train.trainer import PARALLEL_MIN_WORDS
     from cs336_basics.corpora import sources
     from cs336_basics.train import counting
     from cs336_basics.train.merge import train_merges

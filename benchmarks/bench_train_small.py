@@ -1,4 +1,4 @@
-"""Time our trainer against the slow reference trainer of the tests on a small corpus.
+"""Time our trainer against the reference trainer (`cs336_basics/train/reference.py`) on a small corpus.
 
     uv run python benchmarks/bench_train_small.py [CORPUS] [--vocab-size 500] [--runs 5]
 
@@ -13,10 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.reference
-
-from cs336_basics.bpe import train_bpe  # noqa: E402
-from tests.reference import reference_train_bpe  # noqa: E402
+from cs336_basics.bpe import train_bpe
+from cs336_basics.train.reference import train_bpe_reference
 
 
 def main() -> None:
@@ -36,7 +34,7 @@ def main() -> None:
         times["ours"].append(time.perf_counter() - start)
         start = time.perf_counter()
         text = Path(args.corpus).read_bytes().decode("utf-8")
-        results["reference"] = reference_train_bpe(text, args.vocab_size, specials)
+        results["reference"] = train_bpe_reference(text, args.vocab_size, specials)
         times["reference"].append(time.perf_counter() - start)
 
     print(f"{args.corpus}: vocab {args.vocab_size}, {args.runs} runs each")

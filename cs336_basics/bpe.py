@@ -34,7 +34,8 @@ from cs336_basics.text.added_tokens import AddedTokens
 from cs336_basics.text.pretokenize import validate_special_tokens
 from cs336_basics.text.surrogates import fix_surrogates
 from cs336_basics.train import trainer
-from cs336_basics.train.trainer import PARALLEL_MIN_BYTES, check_vocab_size, default_num_workers  # noqa: F401 (public here)
+from cs336_basics.corpora.executors import PARALLEL_MIN_BYTES, default_num_workers  # noqa: F401 (public here)
+from cs336_basics.train.trainer import check_vocab_size  # noqa: F401 (public here)
 
 
 def train_bpe(
@@ -315,10 +316,9 @@ class Tokenizer:
         from cs336_basics.encode.corpus import encode_files_to_array
 
         files = sources.resolve(input_paths)
-        if num_workers is None:
-            num_workers = default_num_workers(sum(f.size for f in files))
+        workers = default_num_workers(sum(f.size for f in files)) if num_workers is None else num_workers
         return encode_files_to_array(
-            self, files, output_path, num_workers=num_workers, executor=executor, piece_size=piece_size,
+            self, files, output_path, num_workers=workers, executor=executor, piece_size=piece_size,
             text_field=text_field, dtype=dtype, on_progress=on_progress, engine=engine,
             append_separator=append_separator,
         )
@@ -337,11 +337,11 @@ class Tokenizer:
         """
         from cs336_basics.datasets.writer import DEFAULT_SHARD_SIZE, write_dataset
 
-        if num_workers is None:
-            num_workers = default_num_workers(sum(f.size for f in sources.resolve(inputs)))
+        files = sources.resolve(inputs)  # once: the workers' default and the writer both need them
+        workers = default_num_workers(sum(f.size for f in files)) if num_workers is None else num_workers
         return write_dataset(
-            self, inputs, directory, shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
-            piece_size=piece_size, num_workers=num_workers, executor=executor, dtype=dtype, overwrite=overwrite,
+            self, inputs, directory, shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size, files=files,
+            piece_size=piece_size, num_workers=workers, executor=executor, dtype=dtype, overwrite=overwrite,
             text_field=text_field, on_progress=on_progress, engine=engine, append_separator=append_separator,
         )
 

@@ -1,137 +1,24 @@
-"""Slow, obviously correct twins of the trainer and the encoder, written straight from SPEC.md.
+"""Test scaffolding around the reference trainer, and a slow twin of the encoder.
 
-Run `uv run python -m tests.reference` to rewrite the reference files in tests/fixtures/reference/.
-
-They recount everything at every step and share no code with `cs336_basics`, so the fast paths can
-be checked against them on generated input.
+The reference trainer is library code, `cs336_basics.train.reference`: the definition every fast
+path is tested against. What is here only feeds it (`reference_words`, for a pre-tokenizer given as
+a function; SuperBPE's stage 2, from its definition and without a regex), encodes as
+docs/behaviour.md says, one merge at a time and sharing no code with `cs336_basics.encode`, and
+writes the reference files: `uv run python -m tests.reference` rewrites tests/fixtures/reference/.
 """
 
 from collections import Counter
+from collections.abc import Callable
 
 import regex
 
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+from cs336_basics.train.reference import learn_merges, merge_word, pretokens, split_documents, train_bpe_reference
 
 
-def split_documents(text: str, special_tokens: list[str]) -> list[str]:
-    """Cut text at special tokens (longest first), dropping them."""
-    if not special_tokens:
-        return [text]
-    pattern = "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
-    return regex.split(pattern, text)
-
-
-def reference_pretokens(document: str, pattern: str | None = GPT2_PATTERN) -> list[str]:
-    """The pre-tokens of one document: the regex's matches, or the whole document when `pattern` is None."""
-    if pattern is None:
-        return [document] if document else []
-    return regex.findall(pattern, document)
-
-
-def reference_train_bpe(
-    text: str,
-    vocab_size: int,
-    special_tokens: list[str],
-    pattern: str | None = GPT2_PATTERN,
-    *,
-    merge_log: list[tuple[int, int]] | None = None,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Train BPE on `text` exactly as SPEC.md says, recounting every pair at every step.
-
-    `pattern` is the pre-tokenization regex (its source, not a name), or None for no pre-tokenization.
-    A `merge_log` list receives, per merge, the pair's count and the corpus length in tokens after it.
-    """
-    words: Counter[tuple[bytes, ...]] = Counter()
-    for document in split_documents(text, special_tokens):
-        for pretoken in reference_pretokens(document, pattern):
-            words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
-
-    vocab = {i: bytes([i]) for i in range(256)}
-    merges: list[tuple[bytes, bytes]] = []
-    while len(vocab) + len(special_tokens) < vocab_size:
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):  # overlapping: b"aaa" holds (a, a) twice
-                pairs[pair] += n
-        if not pairs:
-            break
-        best = max(pairs, key=lambda pair: (pairs[pair], pair))  # ties: the greatest (left, right)
-        merges.append(best)
-        vocab[len(vocab)] = best[0] + best[1]
-        words = Counter({merge_word(word, best): n for word, n in words.items()})
-        if merge_log is not None:
-            merge_log.append((pairs[best], sum(len(word) * n for word, n in words.items())))
-    for token in special_tokens:
-        vocab[len(vocab)] = token.encode("utf-8")
-    return vocab, merges
-
-
-def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
-    """Replace the non-overlapping occurrences of `pair` in `word`, left to right."""
-    out = []
-    i = 0
-    while i < len(word):
-        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return tuple(out)
-
-
-def reference_train_from_counts(
-    word_counts: dict[bytes, int], num_merges: int
-) -> tuple[list[tuple[bytes, bytes]], list[tuple[int, int]]]:
-    """Merges learned from pre-token counts, and the merge log: for each merge, the chosen pair's
-    count and the corpus length in tokens after it (see SPEC's Merge log)."""
-    words = Counter({tuple(bytes([b]) for b in w): n for w, n in word_counts.items()})
-    merges: list[tuple[bytes, bytes]] = []
-    log: list[tuple[int, int]] = []
-    for _ in range(num_merges):
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += n
-        if not pairs:
-            break
-        best = max(pairs, key=lambda p: (pairs[p], p))
-        words = Counter({merge_word(w, best): n for w, n in words.items()})
-        merges.append(best)
-        log.append((pairs[best], sum(len(w) * n for w, n in words.items())))
-    return merges, log
-
-
-def reference_words(text: str, special_tokens: list[str], pretokens=reference_pretokens) -> Counter:
-    """The pre-tokens of `text` as tuples of single bytes, with their counts; `pretokens(document)`
-    cuts one document (GPT-2's pattern by default)."""
-    words: Counter[tuple[bytes, ...]] = Counter()
-    for document in split_documents(text, special_tokens):
-        for pretoken in pretokens(document):
-            words[tuple(bytes([b]) for b in pretoken.encode("utf-8"))] += 1
-    return words
-
-
-def reference_forced_merges(
-    words: Counter, num_merges: int, forced: list[tuple[bytes, bytes]] = ()
-) -> list[tuple[bytes, bytes]]:
-    """SPEC's "Training from what exists": the first merges are `forced` (made as a chosen merge is,
-    counted or not), then the usual rule chooses, recounting every pair at every step."""
-    merges: list[tuple[bytes, bytes]] = []
-    while len(merges) < num_merges:
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += n
-        if len(merges) < len(forced):
-            best = forced[len(merges)]
-        elif not pairs:
-            break
-        else:
-            best = max(pairs, key=lambda pair: (pairs[pair], pair))
-        merges.append(best)
-        words = Counter({merge_word(word, best): n for word, n in words.items()})
-    return merges
+def reference_words(text: str, special_tokens: list[str], cut: Callable[[str], list[str]] = pretokens) -> Counter:
+    """How often each pre-token of `text` occurs, as bytes; `cut(document)` gives one document's
+    pre-tokens (GPT-2's pattern by default)."""
+    return Counter(p.encode("utf-8") for document in split_documents(text, special_tokens) for p in cut(document))
 
 
 def reference_superbpe_pretokens(document: str) -> list[str]:
@@ -162,14 +49,14 @@ def reference_superbpe_pretokens(document: str) -> list[str]:
 
 
 def reference_superbpe(
-    text: str, vocab_size: int, special_tokens: list[str], transition: int, pretokens=reference_pretokens
+    text: str, vocab_size: int, special_tokens: list[str], transition: int, cut: Callable[[str], list[str]] = pretokens
 ) -> list[tuple[bytes, bytes]]:
-    """SuperBPE's merges: stage 1 trains to vocabulary size `transition` with `pretokens`; stage 2
-    cuts the text again into `reference_superbpe_pretokens`, forces the stage-1 merges and goes on."""
+    """SuperBPE's merges: stage 1 trains to vocabulary size `transition` with `cut`; stage 2 cuts
+    the text again into `reference_superbpe_pretokens`, forces the stage-1 merges and goes on."""
     extra = 256 + len(special_tokens)
-    stage1 = reference_forced_merges(reference_words(text, special_tokens, pretokens), transition - extra)
+    stage1, _ = learn_merges(reference_words(text, special_tokens, cut), transition - extra)
     words = reference_words(text, special_tokens, reference_superbpe_pretokens)
-    return reference_forced_merges(words, vocab_size - extra, stage1)
+    return learn_merges(words, vocab_size - extra, stage1)[0]
 
 
 def reference_encode(
@@ -177,10 +64,10 @@ def reference_encode(
     vocab: dict[int, bytes],
     merges: list[tuple[bytes, bytes]],
     special_tokens: list[str],
-    pattern: str | None = GPT2_PATTERN,
+    pattern: str = "gpt2",
 ) -> list[int]:
-    """Encode as SPEC.md says: specials (longest first), pre-tokens (GPT-2's by default; see
-    `reference_pretokens`), merges lowest rank first."""
+    """Encode as docs/behaviour.md says: specials (longest first), pre-tokens (`pattern` is a name or
+    a regex, as for `cs336_basics.train.reference.pretokens`), merges lowest rank first."""
     ids = {token: i for i, token in vocab.items()}
     rank = merge_ranks(merges)
     out: list[int] = []
@@ -193,7 +80,7 @@ def reference_encode(
         if i % 2:
             out.append(ids[part.encode("utf-8")])
             continue
-        for pretoken in reference_pretokens(part, pattern):
+        for pretoken in pretokens(part, pattern):
             out.extend(ids[token] for token in reference_bpe(pretoken.encode("utf-8"), rank))
     return out
 
@@ -265,7 +152,7 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     for name, (vocab_size, specials) in REFERENCE_RUNS.items():
         text = (fixtures / f"{name}.txt").read_bytes().decode("utf-8")
-        vocab, merges = reference_train_bpe(text, vocab_size, specials)
+        vocab, merges = train_bpe_reference(text, vocab_size, specials)
         write_gpt2_files(vocab, merges, out / f"{name}-vocab.json", out / f"{name}-merges.txt")
         print(f"{name}: {len(vocab)} tokens, {len(merges)} merges")
 

@@ -141,9 +141,9 @@ def test_bpe_report_and_convert_refuse_to_write_over_their_inputs(tmp_path, caps
     held_out = tmp_path / "held_out.html"
     held_out.write_text("some held-out text\n")
     for argv, named in [
-        (["report", tmp_path / "tok", held_out, "--out", held_out, "--quiet"], held_out),
+        (["report", "--tokenizer", tmp_path / "tok", held_out, "--out", held_out, "--quiet"], held_out),
         (["report", tmp_path / "tok", "--out", tmp_path / "tok" / "vocab.json", "--quiet"], "vocab.json"),
-        (["convert", tmp_path / "tok", "--to", "hf", "--out", tmp_path / "tok"], "tok"),
+        (["convert", "--tokenizer", tmp_path / "tok", "--format", "hf", "--out", tmp_path / "tok"], "tok"),
         (["convert", tmp_path / "tok" / "tokenizer.json", "--to", "tiktoken", "--out", tmp_path / "tok" / "tokenizer.json"],
          "tokenizer.json"),
     ]:  # fmt: skip

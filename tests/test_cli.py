@@ -13,8 +13,9 @@ from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
 from cs336_basics.cli.train import bundled_corpus
 from cs336_basics.report import classify_token
-from tests.common import FIXTURES_PATH, gpt2_files
-from tests.reference import GPT2_PATTERN, reference_encode, split_documents
+from cs336_basics.train.reference import split_documents
+from tests.common import FIXTURES_PATH, GPT2_PATTERN, gpt2_files
+from tests.reference import reference_encode
 
 EOT = "<|endoftext|>"
 FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]
@@ -52,7 +53,8 @@ def check_train_summary(out: str, path, folder, vocab_size: int) -> None:
     assert f"trained on {path} ({len(path.read_bytes()):,} bytes, 1 worker(s), pattern gpt2)" in out
     assert f"({len(pretokens):,} distinct)" in out
     assert f"({len(tokenizer.merges):,} merges)" in out and len(tokenizer.merges) == vocab_size - 257
-    assert f"{len(text.encode()) / len(tokenizer.encode(text)):8.2f} bytes per token (a MB of the input)" in out
+    assert (f"  compression          {len(text.encode()) / len(tokenizer.encode(text)):.2f} bytes per token on all "
+            f"{len(text.encode()) / 1000:.1f} KB of {path}\n") in out
     assert re.search(r"peak memory +\d+ MB in this process", out)
     longest = re.search(r"longest tokens +(.*)", out).group(1)
     lengths = sorted((len(t) for t in tokenizer.vocab.values() if t != EOT.encode()), reverse=True)[:5]
@@ -155,7 +157,9 @@ def test_encode_several_files_in_order(tmp_path, trained_dir, capsys):
     total = sum(len(open(p, "rb").read()) for p in inputs)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"wrote {out}: {len(expected):,} tokens from {total:,} bytes with 2 worker(s)"
-    assert lines[1].startswith(f"  {total / len(expected):.2f} bytes per token, ")
+    joined = len(EOT.join(texts).encode())  # the text encoded: the files joined by the separator
+    assert lines[1].startswith(f"  {joined / len(expected):.2f} bytes per token on all {joined / 1000:.1f} KB of "
+                               f"{inputs[0]} and 1 more; ")
 
 
 @pytest.mark.parametrize(
@@ -285,8 +289,8 @@ def test_ctrl_c_during_an_import_is_an_interruption(monkeypatch, capsys):
         raise ImportError("No module named 'numpy'")
 
     monkeypatch.setattr(stats, "run_vocab", interrupted_import)
-    assert main(["vocab", "x"]) == 130
+    assert main(["vocab", "--tokenizer", "x"]) == 130
     assert "interrupted" in capsys.readouterr().err
     monkeypatch.setattr(stats, "run_vocab", missing_module)
-    assert main(["vocab", "x"]) == 1
+    assert main(["vocab", "--tokenizer", "x"]) == 1
     assert "No module named 'numpy'" in capsys.readouterr().err

@@ -70,13 +70,13 @@ def test_stats_with_o200k_base(tmp_path, capsys):
 def test_convert_to_each_format_keeps_ids(trained_dir, tmp_path, capsys):
     text = (FIXTURES_PATH / "english.txt").read_text(encoding="utf-8")[:5000] + "<|doc|>"
     ours = Tokenizer.from_pretrained(trained_dir)
-    assert main(["convert", str(trained_dir), "--to", "tiktoken", "--out", str(tmp_path / "t.tiktoken")]) == 0
+    assert main(["convert", "--tokenizer", str(trained_dir), "--format", "tiktoken", "--out", str(tmp_path / "t.tiktoken")]) == 0
     assert "<|doc|>=398" in capsys.readouterr().out
     back = Tokenizer.from_pretrained(tmp_path / "t.tiktoken", special_tokens={"<|doc|>": 398, "<|sep|>": 399})
     assert back.encode(text) == ours.encode(text)
-    assert main(["convert", str(trained_dir / "tokenizer.json"), "--to", "hf", "--out", str(tmp_path / "hf")]) == 0
+    assert main(["convert", "-t", str(trained_dir / "tokenizer.json"), "--format", "hf", "--out", str(tmp_path / "hf")]) == 0
     assert Tokenizer.from_pretrained(tmp_path / "hf").encode(text) == ours.encode(text)
-    assert main(["convert", "gpt2", "--to", "gpt2", "--out", str(tmp_path / "g")]) == 0
+    assert main(["convert", "--tokenizer", "gpt2", "--format", "gpt2", "--out", str(tmp_path / "g")]) == 0
     vocab = json.loads((tmp_path / "g" / "vocab.json").read_text("utf-8"))
     assert vocab[EOT] == 50256 and len(vocab) == 50257
 
@@ -97,7 +97,7 @@ def test_convert_of_ids_that_are_not_ranks_fails_cleanly(tmp_path, capsys):
     vocab[first], vocab[second] = vocab[second], vocab[first]
     (tmp_path / "hf.json").write_text(json.dumps(doc), encoding="utf-8")
     out = tmp_path / "x.tiktoken"
-    assert main(["convert", str(tmp_path / "hf.json"), "--to", "tiktoken", "--out", str(out)]) == 1
+    assert main(["convert", "--tokenizer", str(tmp_path / "hf.json"), "--format", "tiktoken", "--out", str(out)]) == 1
     assert "do not follow the merge order" in one_error_line(capsys)
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["hf.json"]
 

@@ -1,5 +1,5 @@
 """Count tables (`bpe count`, `train_bpe_from_counts`, `bpe train --counts`): training from a table
-gives exactly the merges of training on the text (oracle: tests/reference.py's slow trainer), tables
+gives exactly the merges of training on the text (oracle: the reference trainer), tables
 add up exactly, a stopped `bpe count` resumes to a byte-identical table, counts past 2^32 stay exact,
 and bad input fails with one line naming the file."""
 
@@ -15,14 +15,15 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import train_bpe, train_bpe_from_counts
 from cs336_basics.cli import main as bpe_main
 from cs336_basics.counts import table, writer
+from cs336_basics.text import tsv
 from cs336_basics.train.merge import train_merges
 from cs336_basics.train.merge_log import readable_token
 from tests.kill_target import release
-from tests.reference import GPT2_PATTERN, reference_train_bpe, reference_train_from_counts
+from cs336_basics.train.reference import learn_merges, train_bpe_reference
 
 KILL_TARGET = Path(__file__).resolve().parent / "kill_target.py"
 SPECIAL = "<|endoftext|>"
-PATTERNS = {"gpt2": GPT2_PATTERN, "none": None, r"\S+|\s+": r"\S+|\s+"}
+PATTERNS = ["gpt2", "none", r"\S+|\s+"]
 
 texts = st.lists(st.sampled_from(list("ab c\n\té!") + ["<|endoftext|>", "<s>", "\U0001f600", "ab", "  "]),
                  max_size=60).map("".join)
@@ -44,7 +45,7 @@ def test_counts_then_train_equals_train_on_the_text_and_the_oracle(text, pattern
         expected = train_bpe(corpus, vocab, specials, pattern=pattern, num_workers=1)
         assert train_bpe_from_counts(folder, vocab) == expected
         assert train_bpe_from_counts(folder, vocab, specials, pattern=pattern) == expected
-        assert expected == reference_train_bpe(text, vocab, specials, PATTERNS[pattern])
+        assert expected == train_bpe_reference(text, vocab, specials, pattern)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,13 +74,14 @@ def test_readable_tokens_read_back(token):
 
 def test_a_tsv_file_trains_as_its_counts(tmp_path):
     counts = {b"hello": 7, b" world": 3, b"\xff\t\n\\": 2, "é\u2028x".encode(): 4, b'"q"': 5}
-    lines = [f"{readable_token(w)}\t{n}" for w, n in counts.items()] + ["hello\t1"]  # written twice: added
+    # Cells as text.tsv writes them: `"q"` quoted the CSV way (bare, it would read as the token q).
+    lines = [tsv.row([readable_token(w), n]) for w, n in counts.items()] + ["hello\t1"]  # written twice: added
     path = tmp_path / "counts.tsv"
     path.write_text("\r\n".join(lines) + "\n", encoding="utf-8")
     want = {**counts, b"hello": 8}
     assert table.read_tsv(path).word_counts == want
     assert train_bpe_from_counts(path, 280) == train_bpe_from_counts(want, 280)
-    merges, _ = reference_train_from_counts(want, 280 - 256)
+    merges, _ = learn_merges(want, 280 - 256)
     assert train_bpe_from_counts(path, 280)[1] == merges
 
 
@@ -88,7 +90,7 @@ def test_counts_beyond_32_bits_against_the_oracle(tmp_path):
     lose to (c, d), and the pair counts summed over words (past 2^33) would wrap."""
     big = 1 << 32
     counts = {b"ab": big + 3, b"cd": 1000, b"abab": big // 2 + 7, b"xyz": 3 * big, b"xy": big + 1, b"cdcd": 5}
-    merges, log = reference_train_from_counts(counts, 6)
+    merges, log = learn_merges(counts, 6)
     lines = "".join(f"{readable_token(w)}\t{n}\n" for w, n in counts.items())
     (tmp_path / "c.tsv").write_text(lines, encoding="utf-8")
     words = sorted(counts)
@@ -175,7 +177,7 @@ def test_a_corrupt_shard_and_a_bad_line_fail_with_one_line_naming_the_file(tmp_p
 def test_bpe_count_and_train_from_it_on_the_command_line(tmp_path, corpus, capsys):
     out = tmp_path / "t"
     assert bpe_main(["count", str(corpus), "--out", str(out), "--piece-size", "2000", "--quiet"]) == 0
-    assert bpe_main(["count", "--merge", str(out), str(out), "--out", str(tmp_path / "sum")]) == 0
+    assert bpe_main(["count", "--add", str(out), str(out), "--out", str(tmp_path / "sum")]) == 0
     assert bpe_main(["train", "--counts", str(tmp_path / "sum"), "--vocab-size", "300", "--out", str(tmp_path / "tok"),
                      "--quiet"]) == 0
     merges = (tmp_path / "tok" / "merges.txt").read_text()

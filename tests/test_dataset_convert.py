@@ -1,5 +1,5 @@
 """Converting a dataset directory (`datasets/convert.py`) and the `bpe dataset` commands: the same ids
-and documents in the trainers' formats, read back by the SPEC readers of test_token_formats; a bad
+and documents in the trainers' formats, read back by test_token_formats' readers (written from docs/formats.md); a bad
 shard stops the conversion with nothing written."""
 
 import numpy as np

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.datasets import from_documents, layout
-from cs336_basics.datasets.directory import LOCK
+from cs336_basics.datasets.shard_folder import LOCK
 from cs336_basics.datasets.loader import TokenDataset
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH

@@ -29,7 +29,7 @@ from cs336_basics import errors
 from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.datasets import layout
-from cs336_basics.datasets.directory import LOCK, locked
+from cs336_basics.datasets.shard_folder import LOCK, locked
 from cs336_basics.formats import staged
 from tests.kill_target import release
 from tests.test_sources import DOCS, EOT, VOCAB, WRITERS, write_jsonl, write_txt
@@ -483,7 +483,7 @@ def test_a_lock_removed_by_an_ending_run_before_it_was_taken_is_taken_anew(tmp_p
     """Between a run's open of `.lock` and its flock, the run that held it may end and remove it: the
     file locked then is no longer the folder's, and a third run could lock a new one beside it. The
     run must lock the file that is at `.lock`."""
-    from cs336_basics.datasets import directory
+    from cs336_basics.datasets import shard_folder
 
     real_open, opened = os.open, []
 
@@ -495,7 +495,7 @@ def test_a_lock_removed_by_an_ending_run_before_it_was_taken_is_taken_anew(tmp_p
         opened.append(fd)
         return fd
 
-    monkeypatch.setattr(directory.os, "open", open_then_the_holder_ends)
+    monkeypatch.setattr(shard_folder.os, "open", open_then_the_holder_ends)
     with locked(tmp_path) as fd:
         assert len(opened) == 2
         assert os.path.samestat(os.fstat(fd), os.stat(tmp_path / LOCK))

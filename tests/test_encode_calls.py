@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.encode import text_encoder
-from cs336_basics.text.patterns import regex_string
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
 from tests.reference import reference_encode
@@ -36,8 +35,7 @@ def trained():
 
 
 def reference(text: str, tokenizer: Tokenizer) -> list[int]:
-    return reference_encode(text, tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens,
-                            regex_string(tokenizer.pattern))
+    return reference_encode(text, tokenizer.vocab, tokenizer.merges, tokenizer.special_tokens, tokenizer.pattern)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

@@ -5,7 +5,6 @@ GPT-2 extended (old tokens where no new merge applies, every format we write), i
 import json
 import subprocess
 import sys
-from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -16,14 +15,10 @@ from cs336_basics.encode import engines
 from cs336_basics.formats.definition import TokenizerDefinition
 from cs336_basics.train.merge import train_merges
 from tests.common import FIXTURES_PATH, gpt2_files
-from tests.reference import reference_forced_merges, reference_words
+from cs336_basics.train.reference import count_pretokens, learn_merges
 
 TEXT = st.text(alphabet="ab c\nd.é1", max_size=120)
 SPECIALS = ["<|endoftext|>"]
-
-
-def counts_of(words: Counter) -> dict[bytes, int]:
-    return {b"".join(word): n for word, n in words.items()}
 
 
 # --- the merge loop with forced merges, against the naive loop -----------------------------------------
@@ -33,22 +28,22 @@ def counts_of(words: Counter) -> dict[bytes, int]:
 @given(TEXT, TEXT, st.integers(0, 30), st.integers(0, 40))
 def test_forced_merges_match_the_naive_loop(text, other, num_forced, num_more):
     # The forced merges are learned on another text, so that some never occur in this one.
-    forced = reference_forced_merges(reference_words(other, []), num_forced)
-    words = reference_words(text, SPECIALS)
-    expected = reference_forced_merges(words, len(forced) + num_more, forced)
-    assert train_merges(counts_of(words), len(forced) + num_more, forced=forced) == expected
+    forced, _ = learn_merges(count_pretokens(other, []), num_forced)
+    words = count_pretokens(text, SPECIALS)
+    expected, _ = learn_merges(words, len(forced) + num_more, forced)
+    assert train_merges(words, len(forced) + num_more, forced=forced) == expected
 
 
 @pytest.mark.slow
 def test_forced_merges_with_worker_shards_and_long_words():
     text = (FIXTURES_PATH / "english.txt").read_text()[:30_000]
     other = (FIXTURES_PATH / "german.txt").read_text()[:20_000]
-    forced = reference_forced_merges(reference_words(other, []), 60)
-    for pretokens in (None, lambda document: [document]):  # GPT-2's words; whole documents (long words)
-        words = reference_words(text, SPECIALS) if pretokens is None else reference_words(text, SPECIALS, pretokens)
-        expected = reference_forced_merges(words, 100, forced)
+    forced, _ = learn_merges(count_pretokens(other, []), 60)
+    for pattern in ("gpt2", "none"):  # GPT-2's words; whole documents (long words)
+        words = count_pretokens(text, SPECIALS, pattern)
+        expected, _ = learn_merges(words, 100, forced)
         log: list = []
-        assert train_merges(counts_of(words), 100, num_shards=2, forced=forced, merge_log=log) == expected
+        assert train_merges(words, 100, num_shards=2, forced=forced, merge_log=log) == expected
         assert len(log) == 100
 
 

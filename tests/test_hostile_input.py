@@ -43,7 +43,8 @@ from cs336_basics.cli import main as bpe_main
 from cs336_basics.train.merge_log import read_merge_log
 from tests.common import FIXTURES_PATH, gpt2_bytes_to_unicode, gpt2_files, tiktoken_for, tiktoken_gpt2
 from tests.kill_target import paused_at, release
-from tests.reference import reference_encode, reference_train_bpe
+from cs336_basics.train.reference import train_bpe_reference
+from tests.reference import reference_encode
 
 ROOT = Path(__file__).resolve().parent.parent
 KILL_TARGET = Path(__file__).resolve().parent / "kill_target.py"
@@ -351,7 +352,7 @@ def test_special_tokens_are_literal_strings(tmp_path, specials):
     rng = random.Random(name)
     text = _mixed_text(rng, specials, 3000)
     vocab, merges = train_text(tmp_path, text, 320, specials)
-    assert (vocab, merges) == reference_train_bpe(text, 320, specials)
+    assert (vocab, merges) == train_bpe_reference(text, 320, specials)
 
     tokenizer = Tokenizer(vocab, merges, specials)
     for i, special in enumerate(specials):  # the trainer gives them the last ids, in order
@@ -417,7 +418,7 @@ def test_vocab_size_equal_to_minimum_gives_bytes_and_specials(tmp_path):
 def test_vocab_size_far_above_what_the_corpus_gives(tmp_path):
     text = "the cat sat on the mat, the end.\n" * 10
     vocab, merges = train_text(tmp_path, text, 1_000_000, [EOT])
-    assert (vocab, merges) == reference_train_bpe(text, 1_000_000, [EOT])
+    assert (vocab, merges) == train_bpe_reference(text, 1_000_000, [EOT])
     assert len(merges) < 50 and len(vocab) == 256 + len(merges) + 1
 
 
@@ -442,7 +443,7 @@ GOOD_ODD_CORPORA = {
 def test_odd_but_valid_training_input_matches_reference(tmp_path, data):
     specials = [EOT, "<pad>"]
     vocab, merges = train_text(tmp_path, data, 400, specials)
-    assert (vocab, merges) == reference_train_bpe(data.decode("utf-8"), 400, specials)
+    assert (vocab, merges) == train_bpe_reference(data.decode("utf-8"), 400, specials)
 
 
 @pytest.mark.parametrize(
@@ -483,7 +484,7 @@ def test_twenty_megabyte_line_without_whitespace(tmp_path):
         result = train_bpe(path, 300, [EOT])
     elapsed = time.perf_counter() - started
     print(f"\ntraining on one 20 MB line without whitespace: {elapsed:.2f} s")
-    assert result == reference_train_bpe(unit * 3, 300, [EOT])
+    assert result == train_bpe_reference(unit * 3, 300, [EOT])
 
 
 def test_missing_or_folder_training_input(tmp_path):
@@ -730,7 +731,7 @@ def pathological_text(kind: str, n: int) -> str:
 def test_run_merges_oracle_matches_reference(kind):
     for n in [*range(2, 70, 2), 98, 128, 250, 256, 300]:
         text = pathological_text(kind, n)
-        assert expected_merges(kind, n, 100) == reference_train_bpe(text, 356, [])[1], n
+        assert expected_merges(kind, n, 100) == train_bpe_reference(text, 356, [])[1], n
 
 
 @pytest.mark.slow

@@ -218,7 +218,8 @@ def test_report_compares_with_every_kind(kinds, tmp_path, capsys):
                     "Qwen": f"{len(qwen_tiktoken().encode(text, allowed_special='all')):,}",
                     "cl100k_base": rows.get("cl100k_base")}
     assert rows["cl100k_base"] and "gpt2" not in rows and "o200k_base" not in rows
-    assert main(["report", kinds[0], str(path), "--out", str(out), "--quiet", "--tokenizer", "missing.tiktoken"]) == 1
+    assert main(["report", "--tokenizer", kinds[0], "--tokenizer", "missing.tiktoken", str(path), "--out", str(out),
+                 "--quiet"]) == 1
     assert "tokenizer file not found: missing.tiktoken" in capsys.readouterr().err
 
 

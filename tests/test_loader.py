@@ -20,7 +20,7 @@ documents_st = st.lists(st.lists(st.integers(0, 65535), min_size=1, max_size=10)
 
 
 def reference_get_batch(ids: np.ndarray, batch_size: int, context_length: int, rng: np.random.Generator):
-    """The SPEC's get_batch on the whole stream in memory, one row at a time."""
+    """docs/behaviour.md's get_batch on the whole stream in memory, one row at a time."""
     starts = rng.integers(0, len(ids) - context_length, size=batch_size)
     x = np.array([ids[i : i + context_length] for i in starts], dtype=np.int64)
     y = np.array([ids[i + 1 : i + context_length + 1] for i in starts], dtype=np.int64)
@@ -194,7 +194,7 @@ def test_device_gives_torch_tensors(tmp_path):
 
 
 def test_megatron_files_with_several_sequences_per_document_read_as_whole_documents(tmp_path):
-    """Files written by others may split a document into sentences: built here from the SPEC's text."""
+    """Files written by others may split a document into sentences: built here from docs/formats.md's layout."""
     sequences = [[1, 2], [3], [4, 5, 6]]  # document 0 is sequences 0 and 1, document 1 is sequence 2
     lengths = [len(s) for s in sequences]
     pointers = [0, 4, 6]  # bytes, uint16 ids

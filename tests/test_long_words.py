@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from cs336_basics.train import merge
 from cs336_basics.train.merge import train_merges
-from tests.reference import reference_train_from_counts
+from cs336_basics.train.reference import learn_merges
 
 # Few letters make long runs of one letter ((a, a) overlapping itself), adjacent occurrences of a
 # pair ("abab") and many ties; counts past 2^32 check that the counts stay exact.
@@ -29,7 +29,7 @@ def test_long_words_merge_as_the_naive_loop(monkeypatch, counts, long, num_merge
         monkeypatch.setattr(long_words, "_KEY_BITS", 0)
     log: list[tuple[int, int]] = []
     merges = train_merges(counts, num_merges, merge_log=log)
-    expected_merges, expected_log = reference_train_from_counts(counts, num_merges)
+    expected_merges, expected_log = learn_merges(counts, num_merges)
     assert merges == expected_merges
     tokens = sum(len(w) * n for w, n in counts.items())
     assert [(count, tokens := tokens - shrink) for count, shrink in log] == expected_log
@@ -40,7 +40,7 @@ def test_runs_of_one_token_merge_left_to_right(monkeypatch, long):
     # "aaaaa": (a, a) merges at 0 and 2, leaving "AAa"; then (A, A) and so on, as str.replace does.
     monkeypatch.setattr(merge, "_LONG", long)
     counts = {b"aaaaa": 1, b"aaaaaaaa": 2, b"baaab": 3}
-    expected_merges, expected_log = reference_train_from_counts(counts, 6)
+    expected_merges, expected_log = learn_merges(counts, 6)
     log: list[tuple[int, int]] = []
     assert train_merges(counts, 6, merge_log=log) == expected_merges
     tokens = sum(len(w) * n for w, n in counts.items())
@@ -54,7 +54,7 @@ def test_long_words_index_in_batches(monkeypatch):
     monkeypatch.setattr(merge, "_LONG", 0)
     monkeypatch.setattr(long_words, "_BATCH", 7)
     counts = {b"abcabcabcabc": 1, b"cabcab cab": 3, b"aaaaaaaaaaaaa": 1}
-    assert train_merges(counts, 12) == reference_train_from_counts(counts, 12)[0]
+    assert train_merges(counts, 12) == learn_merges(counts, 12)[0]
 
 
 def test_words_are_long_from_8_tokens_only_where_long_words_hold_most_of_the_text():

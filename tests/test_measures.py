@@ -211,7 +211,7 @@ def test_report_command_titles_the_page_with_the_folders_name(folder, tmp_path, 
 
     monkeypatch.setattr(Tokenizer, "from_pretrained", FakePretrained(None), raising=False)  # offline
     out = tmp_path / "r.html"
-    assert main(["report", str(folder), "--out", str(out), "--quiet"]) == 0
+    assert main(["report", "--tokenizer", str(folder), "--out", str(out), "--quiet"]) == 0
     page = out.read_text(encoding="utf-8")
     assert "<title>BPE report: t</title>" in page and "<h1>t</h1>" in page
     assert f"<dd>{folder}</dd>" in page

@@ -4,10 +4,8 @@ reference trainer and against encoding; its TSV file; the readable form of token
 import csv
 import os
 import re
-from collections import Counter
 
 import pytest
-import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,14 +22,9 @@ from cs336_basics.train.merge_log import (
     read_merge_log,
     readable_token,
 )
+from cs336_basics.train.reference import count_pretokens, learn_merges, train_bpe_reference
 from tests.common import FIXTURES_PATH
-from tests.reference import (
-    GPT2_PATTERN,
-    REFERENCE_RUNS,
-    reference_train_bpe,
-    reference_train_from_counts,
-    split_documents,
-)
+from tests.reference import REFERENCE_RUNS
 
 EXAMPLES = int(os.environ.get("BPE_FUZZ_EXAMPLES", 0)) or 200
 EOT = "<|endoftext|>"
@@ -86,7 +79,7 @@ def corpora(draw):
 def test_log_matches_reference_on_generated_corpora(tmp_path, case):
     text, vocab_size, specials = case
     reference_log: list[tuple[int, int]] = []
-    expected = reference_train_bpe(text, vocab_size, specials, merge_log=reference_log)
+    expected = train_bpe_reference(text, vocab_size, specials, merge_log=reference_log)
     vocab, merges, log = train_text(tmp_path, text, vocab_size, specials)
     assert (vocab, merges) == expected
     assert log == reference_log
@@ -97,7 +90,7 @@ def test_log_matches_reference_on_fixtures(name):
     path = FIXTURES_PATH / f"{name}.txt"
     specials = REFERENCE_RUNS[name][1]
     reference_log: list[tuple[int, int]] = []
-    reference_train_bpe(path.read_bytes().decode("utf-8"), 420, specials, merge_log=reference_log)
+    train_bpe_reference(path.read_bytes().decode("utf-8"), 420, specials, merge_log=reference_log)
     log: list[tuple[int, int]] = []
     train_bpe(path, 420, specials, merge_log=log, num_workers=2, piece_size=5000)
     assert log == reference_log
@@ -111,12 +104,10 @@ def test_sharded_merge_loop_logs_the_same(num_shards):
     # train_bpe shards only large corpora, so drive the merge loop directly. The code fixture has
     # runs of spaces, whose pairs overlap: there count and shrink differ.
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8") + (FIXTURES_PATH / "code.txt").read_text()
-    counts = Counter(
-        p.encode("utf-8") for d in split_documents(text, [EOT]) for p in regex.findall(GPT2_PATTERN, d)
-    )
+    counts = count_pretokens(text, [EOT])
     steps: list[tuple[int, int]] = []
     train_merges(counts, 300, num_shards=num_shards, merge_log=steps)
-    expected = reference_train_from_counts(counts, 300)[1]
+    expected = learn_merges(counts, 300)[1]
     tokens = sum(len(w) * n for w, n in counts.items())
     got = []
     for count, shrink in steps:
@@ -165,7 +156,7 @@ def test_bpe_train_writes_the_merge_log(tmp_path, capsys):
     assert rows[0] == COLUMNS + ["occurrences"]
     assert COLUMNS == ["rank", "id", "left", "right", "token", "count", "tokens"]
     reference_log: list[tuple[int, int]] = []
-    _, merges = reference_train_bpe(path.read_bytes().decode("utf-8"), 400, [EOT], merge_log=reference_log)
+    _, merges = train_bpe_reference(path.read_bytes().decode("utf-8"), 400, [EOT], merge_log=reference_log)
     assert len(lines) == 2 + 256 + len(merges)
     text = path.read_bytes().decode("utf-8")
     corpus_bytes = len(text.encode()) - text.count(EOT) * len(EOT)

@@ -21,7 +21,8 @@ from cs336_basics.text import patterns, timeouts
 from cs336_basics.train import merge
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH, tiktoken_for
-from tests.reference import reference_encode, reference_pretokens, reference_train_bpe, split_documents
+from cs336_basics.train.reference import pretokens, split_documents, train_bpe_reference
+from tests.reference import reference_encode
 
 EOT = "<|endoftext|>"
 NAMED = ["gpt2", "cl100k", "o200k"]
@@ -76,7 +77,7 @@ def test_named_patterns_are_tiktokens(monkeypatch):
     monkeypatch.setattr(openai_public, "data_gym_to_mergeable_bpe_ranks", lambda *args, **kwargs: {})
     assert patterns.regex_string("cl100k") == openai_public.cl100k_base()["pat_str"]
     assert patterns.regex_string("o200k") == openai_public.o200k_base()["pat_str"]
-    # tiktoken's r50k/p50k pattern is a possessive rewrite of GPT-2's; the spec keeps GPT-2's own.
+    # tiktoken's r50k/p50k pattern is a possessive rewrite of GPT-2's; docs/behaviour.md keeps GPT-2's own.
     assert patterns.regex_string("gpt2") == r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
@@ -222,7 +223,7 @@ def test_named_patterns_cover_every_character(text, name):
     for document in split_specials(text):
         pieces = patterns.get(name).pretokens(document)
         assert "".join(pieces) == document and all(pieces)
-        assert pieces == reference_pretokens(document, patterns.regex_string(name))
+        assert pieces == pretokens(document, name)
 
 
 # --- the safe-boundary facts (see the docstring of cs336_basics/text/patterns.py) --------------------------
@@ -272,7 +273,7 @@ def _generated_corpus(seed: int, size: int) -> str:
 def crossing_vocab():
     """A vocabulary trained with no pre-tokenization: its merges join across pre-token boundaries,
     so a boundary placed differently from tiktoken's shows up as different ids."""
-    return reference_train_bpe(_generated_corpus(0, 3000), 700, [EOT], pattern=None)
+    return train_bpe_reference(_generated_corpus(0, 3000), 700, [EOT], pattern="none")
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +295,7 @@ def test_ids_equal_tiktoken_with_the_same_pattern(crossing_vocab, english_vocab,
 def test_ids_equal_the_reference_encoder(crossing_vocab, text, name):
     vocab, merges = crossing_vocab
     tok = Tokenizer(vocab, merges, [EOT], pattern=name)
-    assert tok.encode(text) == reference_encode(text, vocab, merges, [EOT], patterns.regex_string(name))
+    assert tok.encode(text) == reference_encode(text, vocab, merges, [EOT], name)
     assert tok.decode(tok.encode(text)) == text
 
 
@@ -333,12 +334,10 @@ def test_long_sequences_equal_the_reference_encoder(crossing_vocab):
     vocab, merges = crossing_vocab
     text = _generated_corpus(2, 5000).replace(EOT, "")
     tok = Tokenizer(vocab, merges, pattern="none")
-    assert tok.encode(text) == reference_encode(text, vocab, merges, [], None)
+    assert tok.encode(text) == reference_encode(text, vocab, merges, [], "none")
     for long in ["a" * 1000, "ab" * 700, " " * 500, "12" * 300]:
         for name in ["gpt2", "none"]:
-            assert Tokenizer(vocab, merges, pattern=name).encode(long) == reference_encode(
-                long, vocab, merges, [], patterns.regex_string(name)
-            )
+            assert Tokenizer(vocab, merges, pattern=name).encode(long) == reference_encode(long, vocab, merges, [], name)
 
 
 # --- training with each pattern -------------------------------------------------------------------------
@@ -364,14 +363,14 @@ def test_training_equals_the_reference(text, vocab_size, specials, name, piece_s
     vocab_size += len(specials)
     with tempfile.TemporaryDirectory() as directory:
         got = train_text(directory, text, vocab_size, specials, name, num_workers=1, piece_size=piece_size)
-    assert got == reference_train_bpe(text, vocab_size, specials, patterns.regex_string(name))
+    assert got == train_bpe_reference(text, vocab_size, specials, name)
 
 
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("fixture, vocab_size", [("english", 400), ("emoji_chat", 350)])
 def test_training_on_fixtures_equals_the_reference_for_any_workers(tmp_path, name, fixture, vocab_size):
     text = (FIXTURES_PATH / f"{fixture}.txt").read_bytes().decode("utf-8")[:6000]
-    expected = reference_train_bpe(text, vocab_size, [EOT], patterns.regex_string(name))
+    expected = train_bpe_reference(text, vocab_size, [EOT], name)
     for workers, piece_size in [(1, None), (2, 500), (3, 97)]:
         got = train_text(tmp_path, text, vocab_size, [EOT], name, num_workers=workers, piece_size=piece_size)
         assert got == expected, (workers, piece_size)
@@ -417,15 +416,14 @@ def test_cutting_at_safe_cuts_changes_no_pretoken(text, specials, name):
     special_bytes = [s.encode() for s in specials]
     # Every safe cut in the text: the first one at or after each offset.
     cuts = sorted({find_safe_cut(io.BytesIO(data), t, len(data), special_bytes, boundary) for t in range(len(data))})
-    source = patterns.regex_string(name)
 
-    def pretokens(t: str) -> list[str]:
-        return [p for d in split_documents(t, specials) for p in reference_pretokens(d, source)]
+    def pieces(t: str) -> list[str]:
+        return [p for d in split_documents(t, specials) for p in pretokens(d, name)]
 
-    whole = pretokens(text)
+    whole = pieces(text)
     for bounds in [[0, c, len(data)] for c in cuts] + [[0, *cuts, len(data)]]:
         parts = [data[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:])]
-        assert [p for part in parts for p in pretokens(part)] == whole, bounds
+        assert [p for part in parts for p in pieces(part)] == whole, bounds
 
 
 def test_patterns_without_a_boundary_cut_only_at_special_tokens():

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from cs336_basics.corpora.cutting import find_safe_cut
 from cs336_basics.text.pretokenize import WHITESPACE, chunks, pretokenize, pretokenize_chunk
-from tests.reference import GPT2_PATTERN, split_documents
+from cs336_basics.train.reference import split_documents
+from tests.common import GPT2_PATTERN
 
 PIECES = st.sampled_from(
     ["a", "Z", "é", "ж", "中", "😀", "1", "٣", "'", "'s", "'ll", "!", "-", " ", "  ", "\t", "\n", "\r\n", "\x0b",

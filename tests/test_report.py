@@ -15,7 +15,7 @@ from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
 from cs336_basics.train.merge_log import MergeLog, compression_curve, read_merge_log, readable_token
 from tests.common import FIXTURES_PATH
-from tests.reference import reference_train_bpe
+from cs336_basics.train.reference import train_bpe_reference
 
 EOT = "<|endoftext|>"
 
@@ -40,13 +40,13 @@ def one_error_line(capsys) -> str:
 @pytest.mark.slow
 def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
     folder, tokenizer = trained
-    assert main(["vocab", str(folder)]) == 0
+    assert main(["vocab", "--tokenizer", str(folder)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split("\t") == ["id", "token", "rank", "left", "right", "count", "occurrences", "under-trained"]
     rows = [r[:6] for r in csv.reader(lines[1:], delimiter="\t")]  # occurrences: see test_under_trained.py
     assert [int(r[0]) for r in rows] == sorted(tokenizer.vocab) == list(range(500))
     reference_log: list[tuple[int, int]] = []
-    _, merges = reference_train_bpe((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"), 500, [EOT],
+    _, merges = train_bpe_reference((FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8"), 500, [EOT],
                                     merge_log=reference_log)
     for token_id, token, rank, left, right, count in rows:
         token_id = int(token_id)
@@ -70,7 +70,7 @@ def test_vocab_reads_back_with_pandas_and_csv_whatever_the_tokens_hold(tmp_path,
     vocab.update({256 + k: a + b for k, (a, b) in enumerate(merges)})
     specials = ['say "hi"\tthere', "two\nlines", "nan"]
     Tokenizer(vocab, merges, specials).save_pretrained(tmp_path / "tok")
-    assert main(["vocab", str(tmp_path / "tok")]) == 0
+    assert main(["vocab", "-t", str(tmp_path / "tok")]) == 0
     out = capsys.readouterr().out
     expected = [readable_token(vocab[i]) for i in range(261)] + [f"{t} (special)" for t in specials]
     assert [r[1] for r in list(csv.reader(io.StringIO(out, newline=""), delimiter="\t"))[1:]] == expected
@@ -139,7 +139,7 @@ def test_truncated_tokenizer_is_what_training_with_fewer_merges_gives(trained, t
     _, tokenizer = trained
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
     for k in (0, 17, 120):
-        vocab, merges = reference_train_bpe(text, 256 + k + 1, [EOT])
+        vocab, merges = train_bpe_reference(text, 256 + k + 1, [EOT])
         cut = report.truncated(tokenizer, k)
         assert cut.merges == merges and sorted(cut.vocab.values()) == sorted(vocab.values())
         sample = (FIXTURES_PATH / "german.txt").read_bytes().decode("utf-8")[:3000]
@@ -247,7 +247,7 @@ def test_report_command_writes_the_page(trained, tmp_path, capsys, monkeypatch):
     folder, tokenizer = trained
     monkeypatch.setattr(Tokenizer, "from_pretrained", FakePretrained(tokenizer), raising=False)  # tests are offline
     out = tmp_path / "r" / "report.html"
-    argv = ["report", str(folder), str(FIXTURES_PATH / "german.txt"), str(FIXTURES_PATH / "code.txt"),
+    argv = ["report", "--tokenizer", str(folder), str(FIXTURES_PATH / "german.txt"), str(FIXTURES_PATH / "code.txt"),
             "--out", str(out), "--quiet", "--sample-bytes", "5000"]
     assert main(argv) == 0
     page = out.read_text(encoding="utf-8")
@@ -259,7 +259,7 @@ def test_report_without_matplotlib_names_the_extra(trained, tmp_path, capsys, mo
     folder, _ = trained
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     out = tmp_path / "report.html"
-    assert main(["report", str(folder), "--out", str(out), "--quiet"]) == 1
+    assert main(["report", "-t", str(folder), "--out", str(out), "--quiet"]) == 1
     line = one_error_line(capsys)
     assert "matplotlib" in line and "`report` extra" in line and "cs336-basics[report]" in line
     assert not out.exists()
@@ -274,7 +274,7 @@ def test_report_bad_input_is_one_line(trained, tmp_path, capsys):
     for name in ("vocab.json", "merges.txt"):
         (bad / name).write_bytes((folder / name).read_bytes())
     (bad / "merge_log.tsv").write_text("nonsense\n")
-    assert main(["report", str(bad), "--out", str(tmp_path / "r.html")]) == 1
+    assert main(["report", "--tokenizer", str(bad), "--out", str(tmp_path / "r.html")]) == 1
     assert "merge_log.tsv, line 1" in one_error_line(capsys)
     lines = (folder / "merge_log.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
     (bad / "merge_log.tsv").write_text("".join(lines[:-1]), encoding="utf-8")
@@ -284,6 +284,6 @@ def test_report_bad_input_is_one_line(trained, tmp_path, capsys):
     # Same length, another merge: the token column gives it away.
     lines[100 + 256] = lines[100 + 256].replace("\t", "\tx", 4)  # after the 256 rows of the bytes
     (bad / "merge_log.tsv").write_text("".join(lines), encoding="utf-8")
-    assert main(["vocab", str(bad)]) == 1
+    assert main(["vocab", "--tokenizer", str(bad)]) == 1
     assert "at rank 98 where the tokenizer makes" in one_error_line(capsys)
     assert not (tmp_path / "r.html").exists()

@@ -25,7 +25,7 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.corpora import sources
 from cs336_basics.errors import WorkerError
-from tests.reference import reference_train_bpe
+from cs336_basics.train.reference import train_bpe_reference
 
 EOT = "<|endoftext|>"
 VOCAB = 330
@@ -92,12 +92,12 @@ WRITERS = {
 
 @pytest.fixture(scope="module")
 def expected_merges():
-    return reference_train_bpe(TEXT, VOCAB, [EOT])
+    return train_bpe_reference(TEXT, VOCAB, [EOT])
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    vocab, merges = reference_train_bpe(TEXT, VOCAB, [EOT])
+    vocab, merges = train_bpe_reference(TEXT, VOCAB, [EOT])
     return Tokenizer(vocab, merges, [EOT])
 
 
@@ -167,7 +167,7 @@ def test_txt_documents_cut_across_files_are_still_documents(tmp_path, tokenizer)
     tokenizer.encode_file(tmp_path, out, num_workers=1)
     assert np.load(out).tolist() == tokenizer.encode("hello wor" + EOT + "ld again")
     vocab, merges = train_bpe(tmp_path, 300, [EOT], num_workers=1)
-    assert (vocab, merges) == reference_train_bpe("hello wor" + EOT + "ld again", 300, [EOT])
+    assert (vocab, merges) == train_bpe_reference("hello wor" + EOT + "ld again", 300, [EOT])
 
 
 def test_a_record_may_hold_special_tokens(tmp_path, tokenizer):
@@ -192,7 +192,7 @@ def test_without_special_tokens_documents_are_still_apart(tmp_path):
 def reference_train_bpe_docs(docs, vocab_size):
     """The reference trainer on documents kept apart by a marker that is then taken out of the vocab."""
     marker = "<|sep|>"
-    vocab, merges = reference_train_bpe(marker.join(docs), vocab_size + 1, [marker])
+    vocab, merges = train_bpe_reference(marker.join(docs), vocab_size + 1, [marker])
     del vocab[len(vocab) - 1]
     return vocab, merges
 
@@ -329,7 +329,7 @@ def test_surrogates_in_json_are_fixed_like_tiktoken(tmp_path, tokenizer):
     tokenizer.encode_file(path, out, num_workers=1)
     assert np.load(out).tolist() == tokenizer.encode("smile \U0001F600 lone \ufffd end" + EOT + "\ufffd")
     vocab, merges = train_bpe(path, 270, [EOT], num_workers=1)
-    assert (vocab, merges) == reference_train_bpe("smile \U0001F600 lone \ufffd end" + EOT + "\ufffd", 270, [EOT])
+    assert (vocab, merges) == train_bpe_reference("smile \U0001F600 lone \ufffd end" + EOT + "\ufffd", 270, [EOT])
 
 
 # --- faults: a clear error and no output -----------------------------------------------------------
@@ -405,8 +405,6 @@ def test_bpe_command_reports_bad_records_and_unreachable_schedulers_in_one_line(
 @pytest.mark.parametrize("pattern", ["cl100k", "none", r"\w+|\s+|[^\w\s]+"])
 @pytest.mark.parametrize("name", ["corpus.txt", "corpus.jsonl", "corpus.parquet", "corpus.txt.gz"])
 def test_patterns_travel_with_the_work_units(tmp_path, corpus_dir, name, pattern):
-    from cs336_basics.text import patterns
-
     # Few words, so that merges span whitespace (with "none") and punctuation takes newlines (cl100k):
     # a piece cut where the pattern does not allow it changes the merges or the ids.
     rng = random.Random(1)
@@ -414,7 +412,7 @@ def test_patterns_travel_with_the_work_units(tmp_path, corpus_dir, name, pattern
                     for _ in range(rng.randrange(5, 30))) for _ in range(25)]
     text = EOT.join(docs)
     WRITERS[name](tmp_path / name, docs)
-    expected = reference_train_bpe(text, 300, [EOT], patterns.regex_string(pattern))
+    expected = train_bpe_reference(text, 300, [EOT], pattern)
     assert train_bpe(tmp_path / name, 300, [EOT], pattern=pattern, num_workers=2, piece_size=40) == expected
     tok = Tokenizer(*expected, [EOT], pattern=pattern)
     out = tmp_path / "ids.npy"

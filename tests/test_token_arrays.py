@@ -12,7 +12,7 @@ import pytest
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.encode.token_arrays import _SharedCache, pack_entries
-from tests.reference import reference_train_bpe
+from cs336_basics.train.reference import train_bpe_reference
 from tests.test_encode_batches import remapped
 
 EOT = "<|endoftext|>"
@@ -21,7 +21,7 @@ DOCS = [f"the cat {i} sat on the mat, did it? " * (1 + i % 3) for i in range(12)
 
 @pytest.fixture(scope="module")
 def learned():
-    return reference_train_bpe(EOT.join(DOCS), 320, [EOT])
+    return train_bpe_reference(EOT.join(DOCS), 320, [EOT])
 
 
 def _corpus(folder):

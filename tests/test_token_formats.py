@@ -1,5 +1,5 @@
 """The formats trainers read (`formats/megatron.py`, `formats/llmc.py`): our writers against readers
-written here straight from the SPEC's text (struct, byte by byte), on generated documents; our
+written here straight from docs/formats.md (struct, byte by byte), on generated documents; our
 readers on what our writers wrote; bad input refused with nothing left behind."""
 
 import struct
@@ -14,11 +14,11 @@ from cs336_basics.formats import llmc, megatron
 
 documents_st = st.lists(st.lists(st.integers(0, 65535), min_size=1, max_size=12), max_size=10)
 
-MEGATRON_DTYPES = {1: "B", 2: "b", 3: "h", 4: "i", 5: "q", 6: "d", 7: "f", 8: "H"}  # the SPEC's codes
+MEGATRON_DTYPES = {1: "B", 2: "b", 3: "h", 4: "i", 5: "q", 6: "d", 7: "f", 8: "H"}  # the codes of docs/formats.md
 
 
 def spec_read_megatron(prefix: Path) -> tuple[list[list[int]], list[list[int]]]:
-    """(sequences, documents as lists of sequence indices), read as the SPEC describes the files."""
+    """(sequences, documents as lists of sequence indices), read as docs/formats.md describes the files."""
     idx = Path(str(prefix) + ".idx").read_bytes()
     data = Path(str(prefix) + ".bin").read_bytes()
     assert idx[:9] == b"MMIDIDX\x00\x00"

@@ -10,16 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.train.merge import _reversed_order_key, train_merges
+from cs336_basics.train.reference import count_pretokens, learn_merges, train_bpe_reference
 from tests.adapters import run_train_bpe
-from tests.common import FIXTURES_PATH, OVERLAP_PIECES, OVERLAPPING_SPECIALS
-from tests.reference import (
-    GPT2_PATTERN,
-    REFERENCE_RUNS,
-    read_gpt2_files,
-    reference_train_bpe,
-    reference_train_from_counts,
-    split_documents,
-)
+from tests.common import FIXTURES_PATH, GPT2_PATTERN, OVERLAP_PIECES, OVERLAPPING_SPECIALS
+from tests.reference import REFERENCE_RUNS, read_gpt2_files
 
 FIXTURES = ["english", "german", "chinese", "emoji_chat", "code"]
 SPECIALS = ["<|endoftext|>", "<|endoftext|><|endoftext|>", "<pad>"]
@@ -45,8 +39,9 @@ def test_overlapping_pairs_count_twice(tmp_path):
 
 
 def test_tie_break_prefers_the_greatest_pair_bytes(tmp_path):
-    # SPEC's example: among (A, B), (A, C), (B, ZZ), (BA, A), all once, (BA, A) wins. The corpus first
-    # makes ZZ and BA (4 times each; ZZ wins that tie), then those four pairs occur once each.
+    # The example of docs/behaviour.md: among (A, B), (A, C), (B, ZZ), (BA, A), all once, (BA, A)
+    # wins. The corpus first makes ZZ and BA (4 times each; ZZ wins that tie), then those four pairs
+    # occur once each.
     text = "BAA\nAB\nAC\nBZZ\nBA\nBA\nBA\nZZ\nZZ\nZZ"
     vocab, merges = train_text(tmp_path, text, 259, [])
     assert merges == [(b"Z", b"Z"), (b"B", b"A"), (b"BA", b"A")]
@@ -71,7 +66,7 @@ def test_reversed_order_key_reverses_pair_order(tokens):
 
 def test_merge_loop_on_counts_directly():
     merges = train_merges({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 6)
-    assert merges == reference_train_from_counts({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 6)[0]
+    assert merges == learn_merges({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 6)[0]
 
 
 
@@ -102,7 +97,7 @@ def corpora(draw):
 @given(corpora())
 def test_matches_reference_on_generated_corpora(tmp_path, case):
     text, vocab_size, specials = case
-    assert train_text(tmp_path, text, vocab_size, specials) == reference_train_bpe(text, vocab_size, specials)
+    assert train_text(tmp_path, text, vocab_size, specials) == train_bpe_reference(text, vocab_size, specials)
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -111,7 +106,7 @@ def test_matches_reference_on_fixtures(name, vocab_size):
     path = FIXTURES_PATH / f"{name}.txt"
     specials = REFERENCE_RUNS[name][1]
     text = path.read_bytes().decode("utf-8")
-    assert run_train_bpe(path, vocab_size, specials) == reference_train_bpe(text, vocab_size, specials)
+    assert run_train_bpe(path, vocab_size, specials) == train_bpe_reference(text, vocab_size, specials)
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -147,7 +142,7 @@ def test_several_special_tokens_one_a_prefix_of_another(tmp_path):
     text = "x<|a|>y<|a|><|ab|>z<|ab|>zz<|a|>" * 5 + "<|abc|>"
     specials = ["<|a|>", "<|ab|>", "<|a"]
     vocab, merges = train_text(tmp_path, text, 300, specials)
-    assert (vocab, merges) == reference_train_bpe(text, 300, specials)
+    assert (vocab, merges) == train_bpe_reference(text, 300, specials)
     assert [vocab[i] for i in range(len(vocab) - 3, len(vocab))] == [b"<|a|>", b"<|ab|>", b"<|a"]
     assert not any(b"<|a" in t for t in list(vocab.values())[:-3])
 
@@ -170,7 +165,7 @@ def test_special_tokens_are_matched_longest_first_whatever_their_order(tmp_path)
     # Documents "ok" x3, "no", "!": (o, k) 3 is merged, then the only pair left, (n, o).
     assert merges == [(b"o", b"k"), (b"n", b"o")]
     assert vocab[258] == b"<|a" and vocab[259] == b"<|a|>"
-    assert (vocab, merges) == reference_train_bpe(text, 260, ["<|a", "<|a|>"])
+    assert (vocab, merges) == train_bpe_reference(text, 260, ["<|a", "<|a|>"])
 
 
 @st.composite
@@ -192,7 +187,7 @@ def overlapping_corpora(draw):
     ],
 )
 def test_overlapping_special_tokens_at_small_piece_sizes(tmp_path, text, specials):
-    expected = reference_train_bpe(text, 280, specials)
+    expected = train_bpe_reference(text, 280, specials)
     for piece_size in range(1, 30):
         assert train_text(tmp_path, text, 280, specials, num_workers=1, piece_size=piece_size) == expected, piece_size
 
@@ -201,7 +196,7 @@ def test_overlapping_special_tokens_at_small_piece_sizes(tmp_path, text, special
 @given(overlapping_corpora(), st.integers(1, 16))
 def test_overlapping_special_tokens_any_piece_size(tmp_path, case, piece_size):
     text, vocab_size, specials = case
-    expected = reference_train_bpe(text, vocab_size, specials)
+    expected = train_bpe_reference(text, vocab_size, specials)
     assert train_text(tmp_path, text, vocab_size, specials, num_workers=1, piece_size=piece_size) == expected
 
 
@@ -230,7 +225,7 @@ def test_same_merges_for_any_workers_and_piece_size(name):
 @given(corpora(), st.integers(1, 40))
 def test_tiny_pieces_change_nothing(tmp_path, case, piece_size):
     text, vocab_size, specials = case
-    expected = reference_train_bpe(text, vocab_size, specials)
+    expected = train_bpe_reference(text, vocab_size, specials)
     assert train_text(tmp_path, text, vocab_size, specials, num_workers=1, piece_size=piece_size) == expected
 
 
@@ -283,9 +278,7 @@ def test_empty_file_gives_the_bare_vocabulary(tmp_path):
 @pytest.mark.parametrize("num_shards", [2, 3])
 def test_merge_loop_shards_change_nothing(num_shards):
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8") + (FIXTURES_PATH / "code.txt").read_text()
-    counts = Counter(
-        p.encode("utf-8") for d in split_documents(text, ["<|endoftext|>"]) for p in regex.findall(GPT2_PATTERN, d)
-    )
+    counts = count_pretokens(text, ["<|endoftext|>"])
     assert train_merges(counts, 800, num_shards=num_shards) == train_merges(counts, 800, num_shards=1)
 
 
@@ -345,7 +338,7 @@ def test_choosing_the_next_pair_before_the_shards_answer_changes_nothing(monkeyp
     _chosen_early(monkeypatch)
     log: list[tuple[int, int]] = []
     merges = train_merges(counts, 40, num_shards=num_shards, merge_log=log)
-    expected_merges, expected_log = reference_train_from_counts(counts, 40)
+    expected_merges, expected_log = learn_merges(counts, 40)
     assert merges == expected_merges
     tokens = sum(len(w) * n for w, n in counts.items())
     assert [(count, tokens := tokens - shrink) for count, shrink in log] == expected_log
@@ -372,8 +365,8 @@ def test_forced_merges_made_by_each_shard_add_up_to_the_whole(monkeypatch, count
 def test_the_next_pair_is_often_chosen_before_the_shards_answer(monkeypatch):
     seen = _chosen_early(monkeypatch)
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
-    counts = Counter(p.encode("utf-8") for d in split_documents(text, ["<|endoftext|>"]) for p in regex.findall(GPT2_PATTERN, d))
-    assert train_merges(counts, 500, num_shards=2) == reference_train_from_counts(counts, 500)[0]
+    counts = count_pretokens(text, ["<|endoftext|>"])
+    assert train_merges(counts, 500, num_shards=2) == learn_merges(counts, 500)[0]
     # Both ways are taken: 55% of pairs early here (87% on a 32 MB corpus, whose counts are larger).
     assert seen.count(True) > len(seen) / 3 and False in seen
 
@@ -397,7 +390,7 @@ def test_sharded_training_through_train_bpe(tmp_path, monkeypatch, workers):
     text = "xa<|endoftext|>bx" * 3 + "".join(FRAGMENTS) * 2
     result = train_text(tmp_path, text, 400, ["<|endoftext|>"], num_workers=workers, piece_size=64)
     assert len(started) == workers - 1 and all(started)  # this process holds one shard, workers the others
-    assert result == reference_train_bpe(text, 400, ["<|endoftext|>"])
+    assert result == train_bpe_reference(text, 400, ["<|endoftext|>"])
 
 
 def _child_pids() -> set[int]:

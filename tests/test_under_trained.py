@@ -13,7 +13,8 @@ from cs336_basics.bpe import Tokenizer, train_bpe
 from cs336_basics.cli import main
 from cs336_basics.train.merge_log import MergeLog, read_merge_log, readable_token, token_occurrences
 from tests.common import FIXTURES_PATH
-from tests.reference import reference_encode, reference_train_bpe, split_documents
+from cs336_basics.train.reference import split_documents, train_bpe_reference
+from tests.reference import reference_encode
 
 EOT = "<|endoftext|>"
 
@@ -93,7 +94,7 @@ def test_default_minimum_is_a_millionth_of_the_tokens_or_ten():
 
 def check_against_reference(tmp_path, text: str, vocab_size: int, specials: list[str], min_count: int) -> None:
     vocab, merges, log = train(tmp_path, text, vocab_size, specials)
-    ref_vocab, ref_merges = reference_train_bpe(text, vocab_size, specials)
+    ref_vocab, ref_merges = train_bpe_reference(text, vocab_size, specials)
     assert merges == ref_merges
     counts = encoded_counts(text, ref_vocab, ref_merges, specials)
     assert log.occurrences == [counts[i] for i in range(256 + len(merges))]
@@ -141,7 +142,7 @@ def test_train_writes_occurrences_and_lists_under_trained_tokens(tmp_path, capsy
     assert "'bc' (merge 0: 3 then, 0 now)" in summary
     log = read_merge_log(out / "merge_log.tsv")
     assert log.occurrences[256:] == [0, 1, 2]
-    assert main(["vocab", str(out), "--under-trained", "--min-count", "1"]) == 0
+    assert main(["vocab", "--tokenizer", str(out), "--under-trained", "--min-count", "1"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert rows[0] == ["id", "token", "rank", "left", "right", "count", "occurrences", "under-trained"]
     assert rows[1] == ["256", "bc", "0", "b", "c", "3", "0", "rare"]
@@ -149,7 +150,7 @@ def test_train_writes_occurrences_and_lists_under_trained_tokens(tmp_path, capsy
 
 
 def test_vocab_lists_occurrences_of_every_token(trained, capsys):
-    assert main(["vocab", str(trained)]) == 0
+    assert main(["vocab", "--tokenizer", str(trained)]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
     tok = Tokenizer.from_pretrained(trained)
     text = (FIXTURES_PATH / "english.txt").read_bytes().decode("utf-8")
@@ -174,10 +175,10 @@ def test_an_old_merge_log_without_occurrences_still_reads(trained, tmp_path, cap
     (old / "merge_log.tsv").write_text("".join("\t".join(line.split("\t")[:7]) + "\n" for line in kept), encoding="utf-8")
     new_log, old_log = read_merge_log(trained / "merge_log.tsv"), read_merge_log(old / "merge_log.tsv")
     assert old_log.occurrences is None and old_log.steps == new_log.steps and old_log.merged == new_log.merged
-    assert main(["vocab", str(old)]) == 0
+    assert main(["vocab", "--tokenizer", str(old)]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
     assert rows[300][5] != "" and all(r[6] == "" and "rare" not in r[7] for r in rows)
-    assert main(["vocab", str(old), "--under-trained"]) == 1
+    assert main(["vocab", "--tokenizer", str(old), "--under-trained"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no merge log with each token's occurrences" in err[0] and "--text" in err[0]
 
@@ -185,7 +186,7 @@ def test_an_old_merge_log_without_occurrences_still_reads(trained, tmp_path, cap
 def test_vocab_counts_on_a_given_text(trained, tmp_path, capsys):
     text = "the cat and the dog\n" * 3
     (tmp_path / "t.txt").write_text(text, encoding="utf-8")
-    assert main(["vocab", str(trained), "--text", str(tmp_path / "t.txt"), "--under-trained", "--min-count", "2",
+    assert main(["vocab", "--tokenizer", str(trained), "--text", str(tmp_path / "t.txt"), "--under-trained", "--min-count", "2",
                  "--quiet"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
     counts = Counter(Tokenizer.from_pretrained(trained).encode(text))

@@ -1,7 +1,7 @@
 """The `bpe` command: train a tokenizer, encode files to token arrays, decode, inspect and measure.
 
     bpe train [INPUT...] --vocab-size N --special-token TOKEN ... --out DIR [--workers N] [--pattern NAME]
-    bpe count INPUT... --out COUNTS/ ;  bpe count --merge A/ B/ --out C/ ;  bpe train --counts COUNTS/ --vocab-size N
+    bpe count INPUT... --out COUNTS/ ;  bpe count --add A/ B/ --out C/ ;  bpe train --counts COUNTS/ --vocab-size N
     bpe encode --tokenizer DIR INPUT... --out FILE.npy [--workers N]
     bpe encode --tokenizer DIR INPUT... --out DIR [--shard-size 256M] [--overwrite]
     bpe encode --tokenizer DIR INPUT... --format megatron|llmc --out PREFIX [--shard-tokens N]
@@ -13,17 +13,20 @@ a Dask cluster.
     bpe decode --tokenizer DIR FILE.npy
     bpe inspect --tokenizer DIR "some text"
     bpe stats --tokenizer DIR [--tokenizer DIR2 ...] INPUT [--engine auto|python|tiktoken]
-    bpe vocab DIR
-    bpe report DIR [TEXT ...] --out report.html [--tokenizer OTHER ...]
+    bpe vocab --tokenizer DIR
+    bpe report --tokenizer DIR [--tokenizer OTHER ...] [TEXT ...] --out report.html
     bpe serve [--tokenizer DIR ...] [--port N]
-    bpe convert SRC --to hf|tiktoken|gpt2 --out PATH
+    bpe convert --tokenizer DIR --format hf|tiktoken|gpt2 --out PATH
     bpe dataset info DATASET
     bpe dataset verify DATASET
     bpe dataset convert DIR --format megatron|llmc --out PREFIX [--shard-tokens N] [--append-separator]
 
---tokenizer takes a folder, a tokenizer.json, a .tiktoken file (an open model's that we know, such
-as Qwen's, brings its pattern and special tokens), or a pretrained name (gpt2, r50k_base,
-p50k_base, cl100k_base, o200k_base; read through tiktoken).
+--tokenizer (or -t) takes a folder, a tokenizer.json, a .tiktoken file (an open model's that we
+know, such as Qwen's, brings its pattern and special tokens), or a pretrained name (gpt2, r50k_base,
+p50k_base, cl100k_base, o200k_base; read through tiktoken). A size (--shard-size, --piece-size, ...)
+is a number of bytes, with K, M or G for 2**10, 2**20 or 2**30 of them (4096, 64M, 1G). The older
+spellings (`bpe vocab DIR`, `bpe report DIR`, `bpe convert SRC --to`, `bpe count --merge`) still
+work, hidden from --help.
 
 Every failure ends the command with one line on stderr (`bpe: ...`) and the exit status README's
 table gives: 1 for an error, 2 for words that do not parse; Ctrl-C and SIGTERM leave no partly
@@ -43,15 +46,11 @@ import sys
 import threading
 
 from cs336_basics.cli import convert, count, dataset, encode, report, stats, train
-from cs336_basics.cli.common import RunContext
+from cs336_basics.cli.common import RunContext, UsageError
 from cs336_basics.errors import BpeError, PatternTimeout
 
 # The commands, in the order `bpe --help` lists them.
 COMMANDS = (train, encode, stats, report, convert, dataset, count)
-
-
-class UsageError(Exception):
-    """Words on the command line that do not parse (exit status 2)."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -63,9 +62,33 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         raise UsageError(f"bpe: {message} (see {self.prog} --help)")
 
+    def format_usage(self) -> str:
+        with _needed_shown_required(self):
+            return super().format_usage()
+
+    def format_help(self) -> str:
+        with _needed_shown_required(self):
+            return super().format_help()
+
+
+@contextlib.contextmanager
+def _needed_shown_required(parser: argparse.ArgumentParser):
+    """While --help is written, an option that must be given either as itself or through a hidden
+    alias (`action.needed`, see `common.add_tokenizer_option`) counts as required, so the usage line
+    does not bracket it. argparse cannot mark it required: it would then refuse the alias alone."""
+    needed = [a for a in parser._actions if getattr(a, "needed", False) and not a.required]
+    for action in needed:
+        action.required = True
+    try:
+        yield
+    finally:
+        for action in needed:
+            action.required = False
+
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of `bpe`, each command adding its own subparser."""
+    """The parser of `bpe`, each command adding its own subparser. Building it has no side effects
+    (nothing is read, written or imported beyond this package), so docs can be made from it."""
     parser = _Parser(prog="bpe", description="Byte-level BPE: train, encode, decode, inspect.")
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
@@ -96,7 +119,7 @@ def _main(argv: list[str] | None, context: RunContext) -> int:
     except KeyboardInterrupt as e:
         return _interrupted(e, context)
     except PatternTimeout as e:  # a regex from the tokenizer's files (or --pattern) ran too long
-        source = getattr(args, "tokenizer", None) or getattr(args, "dir", None) or getattr(args, "source", None)
+        source = getattr(args, "tokenizer", None)
         if source and not args.pattern:
             e = f"the pattern of {source if isinstance(source, str) else ', '.join(source)}: {e}"
         print(f"bpe: {e}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""What the commands of `bpe` share: the run context, the options several commands take, the
-argument types and checks, loading a `--tokenizer`, and naming tokenizers in tables."""
+"""What the commands of `bpe` share: the run context, the options several commands take (with the
+hidden aliases that keep older spellings working), the argument types and checks, loading a
+`--tokenizer`, and naming tokenizers in tables."""
 
 import argparse
 import contextlib
@@ -20,6 +21,15 @@ DEFAULT_SPECIAL = "<|endoftext|>"
 INPUTS_HELP = "files, folders, globs or URLs of .txt, .jsonl and .parquet (.txt and .jsonl may be .gz/.bz2/.xz/.zst)"
 MIN_COUNT_HELP = ("a token with fewer occurrences is under-trained (default: 0.0001%% of all tokens, "
                   "or 10 if that is more)")
+
+
+class UsageError(Exception):
+    """Words on the command line that do not parse (exit status 2)."""
+
+
+def usage_error(command: str, message: str) -> UsageError:
+    """The error `bpe COMMAND` gives for `message`, worded as argparse's own (see `cli._Parser`)."""
+    return UsageError(f"bpe: {message} (see bpe {command} --help)")
 
 
 class RunContext:
@@ -73,6 +83,42 @@ def add_corpus_options(parser: argparse.ArgumentParser, dask: bool = True) -> No
                             help="run on the Dask cluster with this scheduler (e.g. tcp://10.0.0.5:8786)")
 
 
+def add_tokenizer_option(parser: argparse.ArgumentParser, help: str, *, required: bool = True,
+                         repeat: bool = False, old_positional: bool = False) -> argparse.Action:
+    """-t/--tokenizer DIR (`args.tokenizer`; a list with `repeat`). With `old_positional` (not with
+    `repeat`) the tokenizer may instead be given as the command's positional argument, as before
+    `--tokenizer` was its name there: a hidden alias, so old scripts still run; giving both is an
+    error, and with `required` giving neither. Returns the option's action."""
+    if not old_positional:
+        return parser.add_argument("-t", "--tokenizer", required=required, action="append" if repeat else "store",
+                                   metavar="DIR", help=help)
+    group = parser.add_mutually_exclusive_group(required=required)
+    option = group.add_argument("-t", "--tokenizer", metavar="DIR", help=help)
+    group.add_argument("old_tokenizer", nargs="?", metavar="DIR", action=_StoreInto, dest_of=option,
+                       help=argparse.SUPPRESS)
+    option.needed = required  # shown without brackets in the usage line (see `cli._Parser`)
+    return option
+
+
+class _StoreInto(argparse.Action):
+    """A hidden alias: stores its value where the option `dest_of` stores its own."""
+
+    def __init__(self, *args, dest_of: argparse.Action, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.dest_of = dest_of
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if values is not None:  # None: a positional alias left out
+            setattr(namespace, self.dest_of.dest, values)
+
+
+def add_alias(parser: argparse.ArgumentParser, option: argparse.Action, *names: str) -> None:
+    """`names`, hidden from --help, as other spellings of `option` (its old names). The two are
+    put in one mutually exclusive group by the caller when giving both should be an error."""
+    parser.add_argument(*names, dest=option.dest, nargs=option.nargs, choices=option.choices, type=option.type,
+                        metavar=option.metavar, help=argparse.SUPPRESS)
+
+
 def positive_int(text: str) -> int:
     """An argument type: a whole number of at least 1."""
     try:
@@ -81,6 +127,24 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """An argument type, the one of every size option: a number of bytes, with K, M, G or T for
+    2**10, 2**20, 2**30 or 2**40 of them (`4096`, `64K`, `256M`, `1.5G`; `KiB`, `MB` and lower case
+    read the same), at least 1."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (t[:-1], t[-1]) if t and t[-1] in SIZE_UNITS else (t, "")
+    try:
+        value = int(float(number) * SIZE_UNITS[unit])
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected a size such as 4096, 64K, 256M or 1G, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a size of at least 1 byte, got {text!r}")
     return value
 
 

@@ -12,22 +12,26 @@ from cs336_basics.errors import CommandError
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `bpe convert` to the subcommands."""
     p = commands.add_parser("convert", help="write a tokenizer in another format")
-    p.add_argument("source", metavar="SRC", help="a folder, tokenizer.json, .tiktoken file or pretrained name")
-    p.add_argument("--to", required=True, choices=["hf", "tiktoken", "gpt2"],
-                   help="hf: a folder with tokenizer.json (and vocab.json, merges.txt); tiktoken: a .tiktoken "
-                        "rank file; gpt2: a folder with vocab.json and merges.txt")
+    common.add_tokenizer_option(p, "the tokenizer to convert: a folder, tokenizer.json, .tiktoken file or pretrained "
+                                   "name", old_positional=True)
+    formats = p.add_mutually_exclusive_group(required=True)
+    option = formats.add_argument(
+        "--format", choices=["hf", "tiktoken", "gpt2"],
+        help="hf: a folder with tokenizer.json (and vocab.json, merges.txt); tiktoken: a .tiktoken rank file; "
+             "gpt2: a folder with vocab.json and merges.txt")
+    common.add_alias(formats, option, "--to")
     p.add_argument("--out", required=True, metavar="PATH")
     common.add_special_options(p)
     p.set_defaults(run=run_convert)
 
 
 def run_convert(args: argparse.Namespace, context: RunContext) -> None:
-    tokenizer = common.load_tokenizer(args.source, args.special_token, args.pattern)
+    tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
     pattern = tokenizer.pattern
     out = Path(args.out)
     names = {"tiktoken": [], "hf": ["vocab.json", "merges.txt", "tokenizer.json"], "gpt2": ["vocab.json", "merges.txt"]}
-    common.refuse_outputs_among([out / n for n in names[args.to]] or [out], common.tokenizer_files(args.source))
-    if args.to == "tiktoken":
+    common.refuse_outputs_among([out / n for n in names[args.format]] or [out], common.tokenizer_files(args.tokenizer))
+    if args.format == "tiktoken":
         if out.is_dir():
             raise CommandError(f"--out {out} is a folder; name the .tiktoken file to write")
         common.writable_dir(out.parent)
@@ -38,7 +42,7 @@ def run_convert(args: argparse.Namespace, context: RunContext) -> None:
               f"not in the file: {specials}; pattern: {pattern})")
         return
     common.writable_dir(out)
-    if args.to == "hf":
+    if args.format == "hf":
         context.watch(out / "vocab.json", out / "merges.txt", out / "tokenizer.json")
         tokenizer.save_pretrained(out)
         print(f"wrote {out / 'tokenizer.json'}, {out / 'vocab.json'} and {out / 'merges.txt'}")

@@ -6,9 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, default_num_workers
 from cs336_basics.cli import common
-from cs336_basics.cli.common import RunContext, positive_int
+from cs336_basics.cli.common import RunContext, byte_size, positive_int
 from cs336_basics.corpora import sources
 from cs336_basics.encode import engines
 from cs336_basics.errors import CommandError
@@ -21,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("encode", help="encode text files into one NumPy token array or a dataset directory")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help=f"{common.INPUTS_HELP}, encoded in order")
     common.add_corpus_options(p)
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
+    common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken file or pretrained name (e.g. cl100k_base)")
     p.add_argument("--out", required=True, metavar="FILE.npy|DIR|PREFIX",
                    help="the array to write, or (not ending in .npy) a dataset directory of shards, resumable, "
                         "or with --format the prefix of a trainer's files")
@@ -33,43 +34,31 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--append-separator", action="store_true",
                    help="end the last document with the separator, as Megatron-LM's --append-eod ends every "
                         "document (by default it ends as the input does)")
-    p.add_argument("--shard-size", type=_byte_size, metavar="SIZE",
+    p.add_argument("--shard-size", type=byte_size, metavar="SIZE",
                    help="dataset directory: about this many bytes of ids per shard (default 256M)")
     p.add_argument("--overwrite", action="store_true",
                    help="dataset directory: write it anew even if it was started with other settings")
-    p.add_argument("--workers", type=positive_int, help="processes (default: all cores)")
-    p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"], help="default: uint16 if ids fit")
+    p.add_argument("--workers", type=positive_int, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
+    p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"],
+                   help="the ids' type (default: uint16 if the vocabulary's ids fit, else uint32)")
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
-                   help="tiktoken's BPE over our vocabulary (same ids), ours, or tiktoken where it can give our ids (default)")
+                   help="auto (default): tiktoken where it is installed and gives our ids, else ours (and ours for "
+                        "a small input); python: ours; tiktoken: tiktoken's BPE over our vocabulary (same ids)")
     common.add_special_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_encode)
 
     p = commands.add_parser("decode", help="print the text of a token array")
     p.add_argument("array", metavar="FILE.npy")
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
+    common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name")
     common.add_special_options(p)
     p.set_defaults(run=run_decode)
 
     p = commands.add_parser("inspect", help="show how a text is cut into tokens")
     p.add_argument("text")
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="folder, tokenizer.json, .tiktoken or a name")
+    common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name")
     common.add_special_options(p)
     p.set_defaults(run=run_inspect)
-
-
-def _byte_size(text: str) -> int:
-    """A size such as 256M, 64KiB or 1000 (bytes)."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
-    try:
-        value = int(float(number) * units[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size such as 256M or 1000000, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
-    return value
 
 
 # --- encode ------------------------------------------------------------------------------------------
@@ -104,7 +93,7 @@ def run_encode(args: argparse.Namespace, context: RunContext) -> None:
             append_separator=args.append_separator,
         )
     seconds = time.perf_counter() - started
-    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine)
+    _encode_summary(args, files, f"wrote {out}", count, workers, total_bytes, seconds, engine, tokenizer)
 
 
 def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list) -> tuple:
@@ -122,17 +111,34 @@ def _progress(args: argparse.Namespace, total_bytes: int):
 
 
 def _encode_summary(args, files, wrote: str, count: int, workers: int, encoded_bytes: int, seconds: float,
-                    engine) -> None:
+                    engine, tokenizer: Tokenizer) -> None:
     total_bytes = sum(f.size for f in files)
     where = f"on the Dask cluster at {args.dask_scheduler}" if args.dask_scheduler else f"with {workers} worker(s)"
     print(f"{wrote}: {count:,} tokens from {total_bytes:,} bytes {where}")
     if count and encoded_bytes:
         speed = f"{encoded_bytes / 1e6 / max(seconds, 1e-9):.1f} MB/s"
         if all(f.format == "txt" and f.compression is None for f in files):  # file bytes are text bytes
-            print(f"  {total_bytes / count:.2f} bytes per token, {speed}")
+            text_bytes = _encoded_text_bytes(files, tokenizer, args.append_separator)
+            print(f"  {report.on_text(text_bytes, count, sources.describe(args.inputs))}; {speed}")
         else:
             print(f"  {speed} of input files (see `bpe stats` for bytes of text per token)")
     print(f"  engine: {engine.engine} ({engine.reason})")
+
+
+def _encoded_text_bytes(files: list, tokenizer: Tokenizer, append_separator: bool) -> int:
+    """The UTF-8 bytes of the text that `.txt` `files` encode as: their bytes, with the separator (the
+    first special token) that joins each two non-empty files, and the one --append-separator adds
+    unless the text ends with it, so that bytes per token is that of `encode` of the same text."""
+    written = [f for f in files if f.size]
+    if not tokenizer.special_tokens or not written:
+        return sum(f.size for f in written)
+    separator = tokenizer.special_tokens[0].encode("utf-8")
+    joins = len(written) - 1
+    if append_separator:
+        with open(written[-1].path, "rb") as f:
+            f.seek(max(written[-1].size - len(separator), 0))
+            joins += f.read() != separator
+    return sum(f.size for f in written) + joins * len(separator)
 
 
 def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: Tokenizer, files: list) -> None:
@@ -154,7 +160,7 @@ def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: To
             raise
     seconds = time.perf_counter() - started
     _encode_summary(args, files, f"wrote {str(out).rstrip('/')}/ ({written.shards:,} shards, {written.documents:,} documents)",
-                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds, engine)
+                    written.tokens, workers, written.input_bytes - written.reused_bytes, seconds, engine, tokenizer)
     if written.reused_bytes:
         print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run "
               f"({written.reused_shards:,} of {written.shards:,} shards whole)")
@@ -208,7 +214,7 @@ def _encode_format(args: argparse.Namespace, context: RunContext, tokenizer: Tok
     where = ", ".join(str(p) for p in converted.paths[:2]) + (
         f" ... ({len(converted.paths):,} files)" if len(converted.paths) > 2 else "")
     _encode_summary(args, files, f"wrote {where} ({converted.documents:,} documents)", converted.tokens, workers,
-                    written.input_bytes - written.reused_bytes, seconds, engine)
+                    written.input_bytes - written.reused_bytes, seconds, engine, tokenizer)
     if written.reused_bytes:
         print(f"  reused {written.reused_bytes:,} of {written.input_bytes:,} input bytes from an earlier run")
 

@@ -16,8 +16,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("stats", help="bytes and characters per token and kinds of tokens on a corpus")
     p.add_argument("input", help="a file, folder, glob or URL (as for train)")
     common.add_corpus_options(p, dask=False)
-    p.add_argument("--tokenizer", required=True, action="append", metavar="DIR",
-                   help="folder, tokenizer.json, .tiktoken or a name (e.g. cl100k_base); repeat to compare")
+    common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name (e.g. cl100k_base); repeat to compare",
+                                repeat=True)
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
                    help="what encodes the corpus, as for encode (the numbers are the same with each)")
     common.add_special_options(p)
@@ -26,10 +26,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("vocab", help="list every token with the merge that made it, that merge's count, its "
                                           "occurrences and whether it is under-trained")
-    p.add_argument("dir", metavar="DIR", help="a tokenizer folder (counts come from its merge_log.tsv, if any), "
-                                              "tokenizer.json, .tiktoken or a name (e.g. gpt2)")
+    common.add_tokenizer_option(p, "a tokenizer folder (counts come from its merge_log.tsv, if any), tokenizer.json, "
+                                   ".tiktoken or a name (e.g. gpt2)", old_positional=True)
     p.add_argument("--under-trained", action="store_true", help="list only the under-trained tokens, fewest first")
     p.add_argument("--min-count", type=positive_int, metavar="N", help=common.MIN_COUNT_HELP)
+    p.add_argument("--sort", choices=["id", "length"],
+                   help="list the tokens in id order, or by length: longest first, ties in id order (without "
+                        "--sort: id order, or fewest occurrences first with --under-trained)")
     p.add_argument("--text", action="append", metavar="INPUT",
                    help="count occurrences on this text instead of the training corpus (e.g. for a pretrained "
                         "tokenizer); repeatable")
@@ -102,8 +105,8 @@ def _measure_corpus(tokenizer: Tokenizer, files: list, text_field: str, on_progr
 
 
 def run_vocab(args: argparse.Namespace, context: RunContext) -> None:
-    tokenizer = common.load_tokenizer(args.dir, args.special_token, args.pattern)
-    log = common.merge_log_of(args.dir, tokenizer)
+    tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
+    log = common.merge_log_of(args.tokenizer, tokenizer)
     occurrences = None
     if args.text:
         quiet = True if args.quiet else None
@@ -113,10 +116,14 @@ def run_vocab(args: argparse.Namespace, context: RunContext) -> None:
         with tqdm(total=sum(f.size for f in files), unit="B", unit_scale=True, desc="encoding", disable=quiet) as bar:
             occurrences = _measure_corpus(tokenizer, files, args.text_field, lambda n: bar.update(n - bar.n)).counts
     elif args.under_trained and (log is None or log.occurrences is None):
-        raise CommandError(f"{args.dir} has no merge log with each token's occurrences (bpe train writes it); "
+        raise CommandError(f"{args.tokenizer} has no merge log with each token's occurrences (bpe train writes it); "
                            "give --text FILE to count them on a text")
     entries = report.vocab_entries(tokenizer, log, occurrences=occurrences, min_count=args.min_count)
     if args.under_trained:
         entries = report.under_trained(entries)
+    if args.sort == "id":
+        entries = sorted(entries, key=lambda e: e.id)
+    elif args.sort == "length":
+        entries = sorted(entries, key=lambda e: (-len(e.token), e.id))
     for line in report.vocab_tsv_lines(entries):
         print(line)

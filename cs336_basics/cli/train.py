@@ -19,14 +19,17 @@ from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token
 
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `bpe train` to the subcommands."""
-    p = commands.add_parser("train", help="train a tokenizer and write DIR/vocab.json and DIR/merges.txt")
+    p = commands.add_parser("train", help="train a tokenizer and write it to a folder (vocab.json, merges.txt, "
+                                            "tokenizer.json and merge_log.tsv)")
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help=f"{common.INPUTS_HELP} (default: a small corpus bundled with the package)")
     common.add_corpus_options(p)
-    p.add_argument("--vocab-size", type=positive_int, default=1000, help="tokens in the vocabulary (default 1000)")
+    p.add_argument("--vocab-size", type=positive_int, default=1000, metavar="N",
+                   help="tokens in the vocabulary (default 1000)")
     common.add_special_options(p)
-    p.add_argument("--out", default="out/tokenizer", help="output folder (default: out/tokenizer)")
-    p.add_argument("--workers", type=positive_int, help="processes for counting (default: all cores)")
+    p.add_argument("--out", default="out/tokenizer", metavar="DIR", help="output folder (default: out/tokenizer)")
+    p.add_argument("--workers", type=positive_int, metavar="N",
+                   help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--min-count", type=positive_int, metavar="N",
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
                         "of all tokens, or 10 if that is more)")
@@ -91,38 +94,54 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     total = time.perf_counter() - started
     input_path = sources.describe(inputs)
 
-    sample = _sample_text(files, specials, args.text_field, pattern)
-    sample_tokens = len(tokenizer.encode(sample)) if sample else 0
+    sample, part = _sample_text(files, specials, args.text_field, pattern)
+    sample_bytes = sum(len(text.encode()) for text in sample)
+    sample_tokens = sum(len(tokenizer.encode(text)) for text in sample)
     own, child = _peak_rss_mb()
-    longest = sorted((t for t in vocab.values() if t not in {s.encode() for s in specials}), key=len)[-5:][::-1]
+    special_bytes = {s.encode() for s in specials}
+    # The five longest, ties in id order (sorted is stable).
+    longest = sorted((t for _, t in sorted(vocab.items()) if t not in special_bytes), key=len, reverse=True)[:5]
+    base_merges = len(start.merges) if start is not None else 0
+    made = (f"{len(merges) - base_merges:,} new merges after the {base_merges:,} of {args.start_from}"
+            if start is not None else f"{len(merges):,} merges")
     print(f"trained on {input_path} ({stats['input_bytes']:,} bytes, {stats['num_workers']} worker(s), "
           f"pattern {_pattern_label(tokenizer.pattern)})")
     print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct)")
-    print(f"  merging              {stats['merge_seconds']:8.2f} s   ({len(merges):,} merges)")
+    print(f"  merging              {stats['merge_seconds']:8.2f} s   ({made})")
     print(f"  total                {total:8.2f} s")
     workers = f", {child:.0f} MB in the largest worker" if child and not args.dask_scheduler else ""
     print(f"  peak memory          {own:8.0f} MB in this process{workers}")
     print(f"  longest tokens       {', '.join(_printable(t) for t in longest)}")
     if sample_tokens:
-        print(f"  compression          {len(sample.encode()) / sample_tokens:8.2f} bytes per token (a MB of the input)")
-    _print_under_trained(tokenizer, merge_log, args.min_count, out)
+        print(f"  compression          {report.on_text(sample_bytes, sample_tokens, files[-1].path, part)}")
+    base = (args.start_from, base_merges, len(start.vocab)) if start is not None else None
+    _print_under_trained(tokenizer, merge_log, args.min_count, out, base)
     print(f"wrote {out / 'vocab.json'}, {out / 'merges.txt'} and {out / 'tokenizer.json'} ({len(vocab):,} tokens), "
           f"{out / 'merge_log.tsv'}")
 
 
-def _print_under_trained(tokenizer: Tokenizer, log: MergeLog, min_count: int | None, out: Path, shown: int = 5) -> None:
-    """The train summary's line on tokens that the encoded training corpus (almost) never holds."""
+def _print_under_trained(tokenizer: Tokenizer, log: MergeLog, min_count: int | None, out: Path,
+                         base: tuple[str, int, int] | None = None, shown: int = 5) -> None:
+    """The train summary's line on tokens that the encoded training corpus (almost) never holds. A run
+    that extends a tokenizer (`base`: its name, number of merges and vocabulary size) judges only the
+    tokens of its new merges: the base's were trained on another corpus."""
     total = sum(log.occurrences)
     min_count = report.default_min_count(total) if min_count is None else min_count
     flagged = report.under_trained(report.vocab_entries(tokenizer, log, min_count=min_count))
-    merged = [e for e in flagged if e.rank is not None]
-    others = len(flagged) - len(merged)
+    first_new = base[1] if base is not None else 0
+    merged = [e for e in flagged if e.rank is not None and e.rank >= first_new]
     listed = ", ".join(f"'{readable_token(e.token)}' (merge {e.rank}: {e.count:,} then, {e.occurrences:,} now)"
                        for e in merged[:shown])
     more = ", ..." if len(merged) > shown else ""
-    print(f"  under-trained        {len(merged):,} merged tokens with fewer than {min_count:,} occurrences in the "
-          f"encoded corpus or unreachable{': ' if merged else ''}{listed}{more}; and {others:,} other tokens "
-          f"(bytes the corpus lacks); see bpe vocab {out} --under-trained")
+    if base is None:
+        whose = "merged tokens"
+        others = f"and {len(flagged) - len(merged):,} other tokens (bytes the corpus lacks)"
+    else:
+        whose = f"of the {len(tokenizer.merges) - first_new:,} new merges' tokens"
+        others = f"the {base[2]:,} tokens of {base[0]} are not judged"
+    print(f"  under-trained        {len(merged):,} {whose} with fewer than {min_count:,} occurrences in the "
+          f"encoded corpus or unreachable{': ' if merged else ''}{listed}{more}; {others}; "
+          f"see bpe vocab --tokenizer {out} --under-trained")
 
 
 def _pattern_label(pattern: str) -> str:
@@ -141,31 +160,34 @@ def _peak_rss_mb() -> tuple[float, float]:
     return own, child
 
 
-def _printable(token: bytes, width: int = 24) -> str:
-    """A token for a summary line: its text (bytes that are not UTF-8 as \\xNN), shortened."""
-    text = token.decode("utf-8", errors="backslashreplace").replace("\n", "\\n").replace("\t", "\\t")
-    if len(text) > width:
-        text = text[: width - 1] + "…"
-    return f"'{text}' ({len(token)} B)"
+def _printable(token: bytes) -> str:
+    """A token for a summary line, whole: its text as `bpe vocab` shows it (see `readable_token`) and its length."""
+    return f"'{readable_token(token)}' ({len(token)} B)"
 
 
-def _sample_text(files: list, specials: list[str], text_field: str, pattern: str, limit: int = 1 << 20) -> str:
-    """About the last megabyte of the corpus (the first of a compressed file, which cannot seek),
-    documents joined with the first special token."""
+def _sample_text(files: list, specials: list[str], text_field: str, pattern: str,
+                 limit: int = 1 << 20) -> tuple[list[str], str]:
+    """The texts the summary measures compression on, as `bpe stats` reads them (the text of a
+    `.txt` file as one, each record of a `.jsonl` or `.parquet` file as one), and which part of the
+    last file they are: "all" of it when it is small, else about its last megabyte ("the last";
+    "the first" of a compressed file, which cannot seek)."""
     if not files:
-        return ""
+        return [], "all"
     units = sources.plan_units(files[-1:], piece_size=limit, special_tokens=specials, text_field=text_field,
                                pattern=pattern)
     if not units:
-        return ""
-    separator = specials[0] if specials else ""
-    parts: list[str] = []
+        return [], "all"
+    texts: list[str] = []
     size = 0
+    stopped = False
     for _, text, starts_document in sources.read_unit(units[-1]):
-        if starts_document and parts:
-            parts.append(separator)
-        parts.append(text)
+        if starts_document or not texts:
+            texts.append(text)
+        else:  # a block of a .txt file, continuing the one before
+            texts[-1] += text
         size += len(text)
         if size >= limit:
+            stopped = True
             break
-    return "".join(parts)
+    part = "the last" if len(units) > 1 else "the first" if stopped else "all"
+    return texts, part

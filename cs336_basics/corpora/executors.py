@@ -6,7 +6,8 @@ caller can write each result as it arrives and never holds them all. A worker th
 executor that breaks becomes `WorkerError`; errors raised by the work itself (a bad record, a file
 that has gone) come through as they were raised.
 
-The one way the package starts, stops and reports its workers: an executor (`local_pool` for a
+How many workers a corpus gets by default (`default_num_workers`), and the one way the package
+starts, stops and reports its workers: an executor (`local_pool` for a
 block, which stops it at once by `stop_now` when the block fails), or plain processes fed through a queue (`start_processes`,
 `stop_processes`), and `worker_died` for the error when one dies.
 """
@@ -14,6 +15,7 @@ block, which stops it at once by `stop_now` when the block fails), or plain proc
 import concurrent.futures
 import contextlib
 import multiprocessing
+import os
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +25,18 @@ from itertools import islice
 from multiprocessing.process import BaseProcess
 
 from cs336_basics.errors import WorkerError, missing_extra
+
+
+# Below this many bytes of input one process is faster than starting workers.
+PARALLEL_MIN_BYTES = 4 << 20
+
+
+def default_num_workers(input_bytes: int) -> int:
+    """How many local workers a corpus of `input_bytes` gets by default: all the cores this process
+    may use, or 1 for a small corpus (below `PARALLEL_MIN_BYTES`)."""
+    if input_bytes < PARALLEL_MIN_BYTES:
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def process_context():

@@ -15,8 +15,9 @@ Parquet, because Spark, DuckDB, pandas and any engine write it: counts made else
 being written with those two columns (a string column is read as UTF-8; any integer type for the
 counts). The manifest's checksums let a reader refuse a changed or corrupt shard by name.
 
-A plain text file of `pre-token<TAB>count` lines is read too (see `read_tsv`), the pre-token
-written as `merge_log.tsv` writes tokens (see `train.merge_log.readable_token`).
+A plain text file of `pre-token<TAB>count` lines is read too (`read_tsv`) and written (`write_tsv`):
+the pre-token shown as `train.merge_log.readable_token` shows tokens, in a cell of `text.tsv`'s
+dialect, as `merge_log.tsv` writes them; so a file written by `csv` or pandas reads right as well.
 
 Counts are Python ints in memory and int64 on disk: nothing on the way packs them smaller.
 """
@@ -28,18 +29,23 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from cs336_basics.datasets import shard_folder
 from cs336_basics.errors import missing_extra
 from cs336_basics.formats import staged
-from cs336_basics.text import patterns
+from cs336_basics.text import patterns, tsv
 from cs336_basics.text.pretokenize import validate_special_tokens
+from cs336_basics.train.merge_log import readable_token
 
 FORMAT = "cs336-count-table"
 VERSION = 1
-MANIFEST = "manifest.json"
-WORK = ".work"  # the plan and the shards' records of an unfinished run (see `writer`)
-LOCK = ".lock"
+MANIFEST = shard_folder.MANIFEST
+WORK = shard_folder.WORK  # the plan and the shards' records of an unfinished run (see `writer`)
+LOCK = shard_folder.LOCK
+TOTAL_KEYS = ("input_bytes", "occurrences", "pretoken_bytes", "rows")  # the manifest's `totals`, with `shards`
 INT64_MAX = (1 << 63) - 1
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put at the start of a text file
 # Rows per shard when a whole table is written at once (`merge_tables`).
 MERGED_SHARD_ROWS = 1 << 22
 
@@ -168,9 +174,7 @@ def read_manifest(folder: Path) -> dict:
 
 def totals(entries: Iterable[dict]) -> dict:
     """The manifest's `totals` of its shard entries."""
-    entries = list(entries)
-    return {key: sum(e.get(key, 0) for e in entries)
-            for key in ("input_bytes", "occurrences", "pretoken_bytes", "rows")} | {"shards": len(entries)}
+    return shard_folder.totals(entries, TOTAL_KEYS)
 
 
 def manifest_text(head: dict, entries: list[dict]) -> str:
@@ -231,32 +235,122 @@ def token_from_readable(text: str) -> bytes:
     return bytes(out + rest.encode("utf-8"))
 
 
+def _is_count(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _line(raw: bytes, path: Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}, line {number}: not UTF-8 (write other bytes as \\xNN)") from None
+
+
+def _closing(f: BinaryIO, path: Path, number: int) -> tuple[int, int, str] | None:
+    """Where a quoted cell left open at the end of line `number` closes, reading on from `f`'s
+    position: (the line's number, the index just past its closing quote, the line's text); None when
+    the file ends first."""
+    while raw := f.readline():
+        number += 1
+        text = _line(raw, path, number)
+        if (end := tsv.closing_quote(text, 0)) is not None:
+            return number, end, text
+    return None
+
+
+def _quoted_record(f: BinaryIO, path: Path, number: int, line: str) -> tuple[int, str, str | None]:
+    """The record that starts with line `number`, `line` (its text, which starts with `"`): (the
+    number of its last line, the text of its pre-token cell, the text of its count or None when the
+    line has no tab). Reads on from `f` when the cell's quote runs on over the next lines."""
+    whole = line.removesuffix("\n").removesuffix("\r")
+    cell, tab, count = whole.rpartition("\t")
+    as_it_stands = number, cell, count if tab else None
+    end = tsv.closing_quote(line)
+    if end is not None:  # closes on this line: a quoted cell if a tab and the count follow
+        if whole[end:end + 1] == "\t" and _is_count(whole[end + 1:]):
+            return number, tsv.unquote(whole[:end]), whole[end + 1:]
+        return as_it_stands
+    at = f.tell()  # the cell may hold line breaks: find where it closes
+    closing = _closing(f, path, number)
+    if closing is not None:
+        last, end, text = closing
+        after = text[end:].removesuffix("\n").removesuffix("\r")
+        if after[:1] == "\t" and _is_count(after[1:]):
+            if tab and _is_count(count):
+                raise ValueError(f"{path}, line {number}: reads two ways: as the pre-token {cell!r} (the line as "
+                                 f"it stands) and as a quoted pre-token that runs on to line {last}; write a "
+                                 'pre-token that starts with " quoted ("""" for ") or as \\x22')
+            f.seek(at)
+            middle = "".join(_line(f.readline(), path, n) for n in range(number + 1, last))
+            f.readline()
+            return last, tsv.unquote(line + middle + text[:end]), after[1:]
+    f.seek(at)  # not a quoted cell: the line as it stands
+    if not (tab and _is_count(count)):
+        raise ValueError(f"{path}, line {number}: expected pre-token<TAB>count; a line that starts with \" opens "
+                         'a quoted pre-token, which a lone ", a tab and the count close')
+    return as_it_stands
+
+
 def read_tsv(path: Path) -> Counts:
-    r"""The counts in a text file of `pre-token<TAB>count` lines (see `token_from_readable`; a
-    pre-token written twice counts twice). ValueError naming the file and line for a bad line."""
+    r"""The counts in a text file of `pre-token<TAB>count` lines. ValueError naming the file and line
+    for a bad line.
+
+    The file is UTF-8 (a byte-order mark at its start is skipped); lines end with `\n` or `\r\n`.
+    Each line is a pre-token cell, a tab and the count, a whole number of at most 64 bits. The cell
+    is read as `text.tsv` reads cells: one that starts with `"` and that a lone `"` closes right
+    before the tab is quoted, and stands for the text between its quotes (`""` for `"`; it may hold
+    tabs and line breaks, so it may run over several lines); any other cell is everything before the
+    line's last tab, as it stands. The cell's text then goes through `token_from_readable` (`\t`,
+    `\xNN`...), which gives the pre-token's bytes; an empty pre-token is refused. A pre-token
+    written twice counts twice.
+
+    A line that starts with `"` but is not closed so on that line may be both a whole line as it
+    stands and the start of a quoted cell that runs on; such a file is refused, naming the line.
+    So the files of `write_tsv`, and those `csv` and pandas (`to_csv(sep="\t", header=False,
+    index=False)`) write from readable tokens, read back as written; so do lines written by hand,
+    `"` and all, and raw text that holds no backslash, whoever quoted it.
+    """
     total: dict[bytes, int] = {}
     get = total.get
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            line = raw.rstrip(b"\n").removesuffix(b"\r")
-            word, tab, count = line.rpartition(b"\t")
+        number = 0
+        for raw in f:
+            number += 1
+            first = number
+            if number == 1:
+                raw = raw.removeprefix(BOM)
+            if raw.startswith(b'"'):  # maybe quoted, maybe over several lines (it names its lines in errors)
+                number, cell, count = _quoted_record(f, path, number, _line(raw, path, number))
+            else:  # most lines: the cell as it stands, split off at the last tab
+                cell, tab, count = _line(raw.rstrip(b"\n").removesuffix(b"\r"), path, number).rpartition("\t")
+                count = count if tab else None
             try:
-                if not tab:
+                if count is None:
                     raise ValueError("expected pre-token<TAB>count")
-                if not count.isdigit():
-                    raise ValueError(f"the count {count.decode('utf-8', 'replace')!r} is not a whole number")
+                if not _is_count(count):
+                    raise ValueError(f"the count {count!r} is not a whole number")
                 n = int(count)
                 if n > INT64_MAX:
                     raise ValueError(f"the count {n} does not fit in 64 bits")
-                try:
-                    text = word.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise ValueError("the pre-token is not UTF-8 (write other bytes as \\xNN)") from None
-                key = token_from_readable(text)
+                if not cell:
+                    raise ValueError("the pre-token is empty (a pre-token holds at least one byte)")
+                key = token_from_readable(cell)
             except ValueError as e:
-                raise ValueError(f"{path}, line {number}: {e}") from None
+                raise ValueError(f"{path}, line {first}: {e}") from None
             total[key] = get(key, 0) + n
     return Counts(total, None, None, None)
+
+
+def write_tsv(counts: Mapping[bytes, int], path: "str | os.PathLike") -> None:
+    """Write `counts` as a text file of `pre-token<TAB>count` lines that `read_tsv` reads back equal:
+    each pre-token as `readable_token` shows it, in a cell as `text.tsv` writes it (quoted when it
+    holds `"`), in the order of `counts`. Written all or nothing."""
+    counts = read_counts(counts).word_counts  # checked: bytes to whole numbers of 64 bits
+    if b"" in counts:
+        raise ValueError("the empty pre-token cannot be written to a count file (a pre-token holds at least one byte)")
+    with staged.replacing(path, fsync=False) as f:
+        for word, n in counts.items():
+            f.write((tsv.row([readable_token(word), n]) + "\n").encode("utf-8"))
 
 
 def read_counts(source: "str | os.PathLike | Mapping[bytes, int]") -> Counts:

@@ -5,18 +5,15 @@ The corpus is planned into work units (`sources.plan_units`) and the units group
 (`count_shard`: local processes, or any executor, e.g. Dask, whose workers see the folder), which
 then writes the shard's record into `.work/`. A shard's content depends only on its task, so the
 table is the same however many workers count it, and a run stopped anywhere (Ctrl-C, SIGTERM,
-SIGKILL, a dead machine) is finished by running it again: shards whose record matches the file on
-disk are kept, the rest counted again, and the manifest, written last, makes the table.
+SIGKILL, a dead machine) is finished by running it again: shards whose file has the size and
+sha256 of their record (or manifest entry) are kept, the rest counted again, and the manifest,
+written last, makes the table.
 
-While unfinished the folder holds `.work/plan.json` (the manifest's keys before `shards`) and
-`.work/shard-NNNNN.json` (one record per finished shard); `.lock` is held by the run (the lock of
-`datasets.directory`, which fits as it is: a flock on a file in the folder).
+The folder's life (its lock, what it may hold, the plan and records in `.work/`, what is kept, the
+manifest) is a shard folder's, as a token dataset's is: see `datasets.shard_folder`.
 """
 
-import hashlib
-import json
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -24,12 +21,23 @@ from pathlib import Path
 
 from cs336_basics.corpora import executors, sources
 from cs336_basics.counts import table
-from cs336_basics.datasets.directory import locked
-from cs336_basics.errors import DatasetBusy
-from cs336_basics.formats import staged
+from cs336_basics.datasets import shard_folder
+from cs336_basics.datasets.shard_folder import Kind, ShardFolder
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import validate_special_tokens
 from cs336_basics.train import counting
+
+# A count table's largest piece (see `shard_folder.default_piece_size`): its pieces are its shards.
+LARGEST_PIECE = 1 << 30
+
+
+def _shard_files(entry: dict) -> list[tuple[str, object, object]]:
+    """A count shard's one file, with the size and sha256 its entry gives."""
+    return [(str(entry.get("name")), entry.get("bytes", -1), str(entry.get("sha256")))]
+
+
+COUNT_TABLE = Kind(noun="count table", format=table.FORMAT, version=table.VERSION, shard_endings=(".parquet",),
+                   read_manifest=table.read_manifest, shard_files=_shard_files, total_keys=table.TOTAL_KEYS)
 
 
 @dataclass(frozen=True)
@@ -45,13 +53,13 @@ class Counted:
 
 
 def default_piece_size(total_bytes: int, num_workers: int) -> int:
-    """Bytes per shard: one shard per worker, at least 1 MiB and at most 1 GiB. Each shard's counts
-    are made on their own (a worker turns its chunks into pre-tokens once per shard, and sorts
-    them), so fewer, larger shards count faster: on 128 MB of web-like text, counting it as two
-    shards took 1.17x the CPU time of one, as four 1.47x. More shards lose less to a stop; past
-    2 GiB for two workers the cap gives more shards anyway."""
-    per_worker = -(-total_bytes // max(num_workers, 1))
-    return min(max(per_worker, 1 << 20), 1 << 30)
+    """Bytes per shard by the rule all shard folders share (`shard_folder.default_piece_size`): one
+    shard per worker, at least 1 MiB and at most `LARGEST_PIECE` (1 GiB). Each shard's counts are
+    made on their own (a worker turns its chunks into pre-tokens once per shard, and sorts them), so
+    fewer, larger shards count faster: on 128 MB of web-like text, counting it as two shards took
+    1.17x the CPU time of one, as four 1.47x. More shards lose less to a stop; past 2 GiB for two
+    workers the cap gives more shards anyway."""
+    return shard_folder.default_piece_size(total_bytes, num_workers, LARGEST_PIECE)
 
 
 def count_shard(units: Sequence[sources.WorkUnit], folder: str, index: int) -> dict:
@@ -59,81 +67,24 @@ def count_shard(units: Sequence[sources.WorkUnit], folder: str, index: int) -> d
     size, counts = counting.count_units(units)
     words, values = counting.sorted_counts(counts)
     del counts
-    root = Path(folder)
-    record = table.write_shard(root, table.shard_name(index), words, values)
+    record = table.write_shard(Path(folder), table.shard_name(index), words, values)
     record["input_bytes"] = size
-    with staged.replacing(root / table.WORK / f"shard-{index:05d}.json", fsync=False) as f:
-        f.write(json.dumps(record).encode("utf-8"))
+    ShardFolder(folder, COUNT_TABLE).write_record(index, record)
     return record
 
 
-def _reusable(root: Path, index: int) -> dict | None:
-    """The record of shard `index` when the shard on disk matches it, else None."""
-    try:
-        record = json.loads((root / table.WORK / f"shard-{index:05d}.json").read_bytes())
-        data = (root / table.shard_name(index)).read_bytes()
-    except (OSError, ValueError):
+def _reusable(target: ShardFolder, index: int, entry: dict | None) -> dict | None:
+    """`entry` (shard `index`'s record or manifest entry) when the shard on disk matches it, else None."""
+    if entry is None or entry.get("name") != table.shard_name(index) or not isinstance(entry.get("input_bytes"), int):
         return None
-    if not isinstance(record, dict) or record.get("name") != table.shard_name(index):
-        return None
-    if len(data) != record.get("bytes") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
-        return None
-    return record
-
-
-def _is_ours(name: str) -> bool:
-    if name in (table.MANIFEST, table.WORK, table.LOCK):
-        return True
-    if name.startswith(".") and name.endswith(".tmp"):
-        name = name[1:].rsplit(".", 2)[0]
-    return name == table.MANIFEST or (name.startswith("shard-") and name.endswith(".parquet"))
-
-
-def _prepare(root: Path, overwrite: bool) -> None:
-    """Create the folder; refuse one holding files that are not a table's; remove temporaries."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OSError(e.errno, f"cannot write the count table folder {root}: {e.strerror or e}") from None
-    names = os.listdir(root)
-    foreign = sorted(n for n in names if not _is_ours(n))
-    if foreign and not any(n in (table.MANIFEST, table.WORK) for n in names):
-        raise ValueError(f"{root} holds files that are not a count table's ({', '.join(foreign[:3])}); "
-                         "write the table to a new or empty folder")
-    for folder in (root, root / table.WORK):
-        for name in os.listdir(folder) if folder.is_dir() else []:
-            if name.startswith(".") and name.endswith(".tmp"):
-                (folder / name).unlink(missing_ok=True)
-
-
-def _previous_head(root: Path) -> dict | None:
-    for path in (root / table.MANIFEST, root / table.WORK / "plan.json"):
-        try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if k not in ("shards", "totals")}
-    return None
-
-
-def _what_changed(old: dict, new: dict) -> str:
-    changed = [f"{key.replace('_', ' ')} ({old.get(key)!r}, now {new[key]!r})" for key in new if old.get(key) != new[key]]
-    return "; ".join(changed) or "its settings differ"
-
-
-def _remove_table(root: Path) -> None:
-    (root / table.MANIFEST).unlink(missing_ok=True)
-    shutil.rmtree(root / table.WORK, ignore_errors=True)
-    for name in os.listdir(root):
-        if name != table.LOCK and _is_ours(name):
-            (root / name).unlink(missing_ok=True)
+    return entry if target.intact(entry) else None
 
 
 def count_corpus(
     inputs, directory: "str | os.PathLike", *, special_tokens: list[str], pattern: str = "gpt2",
     num_workers: int = 1, executor: Executor | None = None, piece_size: int | None = None,
     text_field: str = "text", overwrite: bool = False, on_progress: Callable[[int], None] | None = None,
+    files: Sequence[sources.Source] | None = None,
 ) -> Counted:
     """Count the pre-tokens of a corpus into the count table `directory` (see the module docstring).
 
@@ -141,24 +92,12 @@ def count_corpus(
     settings (inputs, pattern, special tokens, piece size) is refused, naming what changed, unless
     `overwrite`. `piece_size` (bytes per shard) defaults to that of the unfinished table being
     resumed, else `default_piece_size`. `on_progress(bytes_done)` is called as shards finish.
+    `files`: `sources.resolve(inputs)`, when the caller has it already.
     """
     special_tokens = validate_special_tokens(special_tokens)
     pattern = patterns.canonical(pattern)
-    files = sources.resolve(inputs)
+    files = sources.resolve(inputs) if files is None else list(files)
     size = sum(f.size for f in files)
-    root = Path(directory)
-    _prepare(root, overwrite)
-    try:
-        with locked(root):
-            return _count_locked(files, root, special_tokens, pattern, num_workers, executor, piece_size, text_field,
-                                 overwrite, on_progress, size)
-    except DatasetBusy:
-        raise DatasetBusy(f"{root}: another `bpe count` is writing this count table (it holds {root / table.LOCK}); "
-                          "wait for it to end or stop it, then run again") from None
-
-
-def _count_locked(files, root, special_tokens, pattern, num_workers, executor, piece_size, text_field, overwrite,
-                  on_progress, size) -> Counted:
     width = num_workers if executor is None else executors.executor_width(executor, num_workers)
     head = {
         "format": table.FORMAT, "version": table.VERSION, "pattern": pattern, "special_tokens": special_tokens,
@@ -166,54 +105,51 @@ def _count_locked(files, root, special_tokens, pattern, num_workers, executor, p
         "inputs": [{"path": f.path, "size": f.size,
                     "mtime_ns": None if sources.is_url(f.path) else os.stat(f.path).st_mtime_ns} for f in files],
     }
-    previous = _previous_head(root)
-    if previous is not None and piece_size is None and {**previous, "piece_size": head["piece_size"]} == head:
-        head["piece_size"] = previous["piece_size"]  # resume as planned, whatever the workers now
-    if previous is not None and previous != head:
-        if not overwrite:
-            raise ValueError(f"{root} holds a count table of other settings: {_what_changed(previous, head)}; "
-                             "pass --overwrite (overwrite=True) to count it anew, or write to another folder")
-        _remove_table(root)
-    if (root / table.MANIFEST).exists() and previous == head:
-        manifest = table.read_manifest(root)
-        shutil.rmtree(root / table.WORK, ignore_errors=True)
-        return _counted(root, manifest["shards"], len(manifest["shards"]))
+    target = ShardFolder(directory, COUNT_TABLE)
+    with target.opened(head, overwrite=overwrite, adopt=() if piece_size else ("piece_size",),
+                       anew="pass --overwrite (overwrite=True) to count it anew, or write to another folder") as opened:
+        return _count(files, target, opened.head, opened.listed, num_workers, executor, on_progress)
 
-    units = sources.plan_units(files, piece_size=head["piece_size"], special_tokens=special_tokens,
-                               text_field=text_field, pattern=pattern)
+
+def _count(files, target: ShardFolder, head: dict, listed: list, num_workers: int, executor: Executor | None,
+           on_progress) -> Counted:
+    units = sources.plan_units(files, piece_size=head["piece_size"], special_tokens=head["special_tokens"],
+                               text_field=head["text_field"], pattern=head["pattern"])
     tasks = counting.bundle(units, head["piece_size"])
-    (root / table.WORK).mkdir(exist_ok=True)
-    with staged.replacing(root / table.WORK / "plan.json") as f:
-        f.write((json.dumps(head, indent=1) + "\n").encode("utf-8"))
-    records: list[dict | None] = [_reusable(root, i) for i in range(len(tasks))]
+    by_name = {e.get("name"): e for e in listed if isinstance(e, dict)}
+    records: list[dict | None] = [
+        _reusable(target, i, target.record(i)) or _reusable(target, i, by_name.get(table.shard_name(i)))
+        for i in range(len(tasks))
+    ]
     reused = sum(r is not None for r in records)
+    if reused == len(tasks) and target.finished():
+        return _counted(target, records, reused)
+    target.begin({i: r for i, r in enumerate(records) if r is not None}, head)
     done = sum(r["input_bytes"] for r in records if r is not None)
     if on_progress:
         on_progress(done)
     todo = [i for i, r in enumerate(records) if r is None]
-    for i, record in _run(tasks, todo, root, num_workers, executor):
+    for i, record in _run(tasks, todo, target.root, num_workers, executor):
         records[i] = record
         done += record["input_bytes"]
         if on_progress:
             on_progress(done)
-    with staged.replacing(root / table.MANIFEST) as f:
-        f.write(table.manifest_text(head, records).encode("utf-8"))
-    shutil.rmtree(root / table.WORK, ignore_errors=True)
-    return _counted(root, records, reused)
+    target.finish(head, records)
+    return _counted(target, records, reused)
 
 
-def _run(tasks, todo: list[int], root: Path, num_workers: int, executor: Executor | None):
+def _run(tasks, todo: list[int], root: str, num_workers: int, executor: Executor | None):
     """Yield (index, record) of each shard in `todo`, counted here, on local processes or on `executor`."""
     if executor is None and (num_workers <= 1 or len(todo) <= 1):
         for i in todo:
-            yield i, count_shard(tasks[i], str(root), i)
+            yield i, count_shard(tasks[i], root, i)
         return
     with executors.own_pool(executor, min(num_workers, len(todo))) as pool:
         width = executors.executor_width(pool, num_workers)
-        calls = ((tasks[i], str(root), i) for i in todo)
+        calls = ((tasks[i], root, i) for i in todo)
         yield from zip(todo, executors.run_ordered(pool, count_shard, calls, max_in_flight=width))
 
 
-def _counted(root: Path, entries: list[dict], reused: int) -> Counted:
+def _counted(target: ShardFolder, entries: list[dict], reused: int) -> Counted:
     sums = table.totals(entries)
-    return Counted(str(root), sums["shards"], reused, sums["input_bytes"], sums["occurrences"], sums["rows"])
+    return Counted(target.root, sums["shards"], reused, sums["input_bytes"], sums["occurrences"], sums["rows"])

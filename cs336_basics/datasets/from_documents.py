@@ -36,7 +36,8 @@ import numpy as np
 
 from cs336_basics.corpora import sources
 from cs336_basics.datasets import layout, writer
-from cs336_basics.datasets.directory import WORK, DatasetDirectory, Written
+from cs336_basics.datasets.directory import DatasetDirectory, Written
+from cs336_basics.datasets.shard_folder import WORK
 from cs336_basics.datasets.shards import Shards, encode_documents_part, write_shards
 from cs336_basics.encode import engines
 from cs336_basics.encode.protocol import TokenizerLike
@@ -136,7 +137,7 @@ def write_dataset_from_documents(
     if append_separator:
         head["append_separator"] = True  # only then, so that earlier directories keep their head
     with target.opened(head, overwrite=overwrite, anew="pass overwrite=True to write it anew") as (
-            previous, listed, lock_fd):
+            _, previous, listed, lock_fd):
         if previous is not None and not resume:
             if not overwrite:
                 raise ValueError(
@@ -145,7 +146,7 @@ def write_dataset_from_documents(
                     "documents check out (they are read again, not encoded), or overwrite=True to write it anew")
             previous = None
         if previous is None:
-            target.remove_dataset()
+            target.remove_all()
             listed = []
         return _run(tokenizer, documents, text_field, head, listed, target, out_dtype, num_workers, executor,
                     on_progress, lock_fd, engine)
@@ -159,7 +160,7 @@ def _kept_shards(target: DatasetDirectory, listed: list) -> list[dict]:
     first = 0
     while True:
         name = layout.shard_name(len(kept))
-        entry = target.shard_record(name) or by_name.get(name)
+        entry = target.record(len(kept)) or by_name.get(name)
         if entry is None or not isinstance(entry.get("units"), list) or len(entry["units"]) != 2:
             return kept
         units = tuple(entry["units"])

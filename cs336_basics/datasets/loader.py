@@ -8,10 +8,10 @@ file is memory-mapped the first time a read touches it; a shard is found by bina
 cumulative token counts of the manifest. So a directory of 10,000 shards opens in milliseconds and a
 terabyte costs address space, not memory.
 
-`get_batch(batch_size, context_length, rng)` is the SPEC's: with m = context_length and n tokens,
-starts i are drawn by `rng.integers(0, n - m, size=batch_size)` (uniform over [0, n - m - 1], every
-start in the concatenated stream, across shard edges), x = ids[i : i + m], y = ids[i + 1 : i + m + 1],
-as int64 arrays of shape (batch_size, m). Rows that lie inside one shard are gathered by one fancy
+`get_batch(batch_size, context_length, rng)` is the one docs/behaviour.md states: with
+m = context_length and n tokens, starts i are drawn by `rng.integers(0, n - m, size=batch_size)`
+(uniform over [0, n - m - 1], every start in the concatenated stream, across shard edges),
+x = ids[i : i + m], y = ids[i + 1 : i + m + 1], as int64 arrays of shape (batch_size, m). Rows that lie inside one shard are gathered by one fancy
 index into that shard's map per shard; only rows that cross a shard edge are read one at a time.
 """
 

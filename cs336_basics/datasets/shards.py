@@ -17,7 +17,8 @@ import numpy as np
 
 from cs336_basics.corpora import executors, sources
 from cs336_basics.datasets import layout
-from cs336_basics.datasets.directory import WORK, DatasetDirectory, docs_name, ids_name, part_name
+from cs336_basics.datasets.directory import DatasetDirectory, docs_name, ids_name, part_name
+from cs336_basics.datasets.shard_folder import WORK
 from cs336_basics.encode import engines, token_arrays
 from cs336_basics.encode.protocol import TokenizerLike
 from cs336_basics.encode.token_arrays import tokenizer_state
@@ -134,7 +135,7 @@ def assemble_shard(
         "before_next": before_next,
         **(extra or {}),
     }
-    target.write_json(f"{WORK}/{name}.json", entry, fsync=True)
+    target.write_record(index, entry, fsync=True)
     return entry
 
 
@@ -252,7 +253,7 @@ def write_shards(
     `on_workers`) and `feed(records, shards)` adds each part's record to `shards` and closes the
     shards; every shard's record is collected, then the manifest written. Returns the shards'
     entries in order."""
-    directory.begin(entries.values(), head)
+    directory.begin(entries, head)
     with on_workers(tokenizer, iter(work), encode_part, encode_here, directory, dtype, num_workers, executor,
                     lock_fd, engine) as (results, assemble):
         shards = Shards(directory, dtype, head["tokenizer"]["separator_id"], assemble, entries)

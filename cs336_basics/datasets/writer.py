@@ -32,7 +32,8 @@ It then compares what it is about to write (tokenizer, pattern, dtype, shard siz
 their sizes and modification times) with what the directory was written for (`manifest.json`,
 else `.work/plan.json`), and refuses a difference, naming it, unless `overwrite`. It removes
 temporary files left by a stopped run, keeps each shard whose files match its record (size and
-sha256, read back from disk) and each part that matches its own, and encodes only the rest.
+sha256, read back from disk) and each part that matches its own, and encodes only the rest. All
+of this but the parts is the shard folder's (`shard_folder`), which count tables share.
 """
 
 import hashlib
@@ -46,6 +47,7 @@ import numpy as np
 from cs336_basics.corpora import sources
 from cs336_basics.datasets import layout
 from cs336_basics.datasets.directory import DatasetDirectory, Written
+from cs336_basics.datasets.shard_folder import MIN_PIECE_SIZE, default_piece_size
 from cs336_basics.datasets.shards import Shards, encode_file_part, write_shards
 from cs336_basics.datasets.store import Store
 from cs336_basics.encode import engines
@@ -54,17 +56,21 @@ from cs336_basics.encode.token_arrays import choose_dtype, encode_unit, tokenize
 from cs336_basics.formats import hf
 
 DEFAULT_SHARD_SIZE = 256 << 20  # bytes of ids per shard, about
-MAX_PIECE_SIZE = 1 << 20  # bytes of input per work unit, at most
+# Bytes of input per work unit, at most: no more than the least piece of the rule (`shard_folder`),
+# so that the default never depends on the workers.
+MAX_PIECE_SIZE = MIN_PIECE_SIZE
 BYTES_PER_TOKEN = 4  # bytes of input per token, to plan shards: about right for English text
 
 
 # --- the plan ----------------------------------------------------------------------------------------
 
 
-def piece_size_for(shard_size: int) -> int:
-    """The work units' size for a shard size: at most `MAX_PIECE_SIZE`, and small enough that a
-    small shard still holds a few units."""
-    return max(min(MAX_PIECE_SIZE, shard_size // 2), 1)
+def piece_size_for(shard_size: int, total_bytes: int = 0, num_workers: int = 1) -> int:
+    """The work units' default size, by the rule all shard folders share (`shard_folder.default_piece_size`):
+    a dataset's largest piece is `MAX_PIECE_SIZE`, and half a shard so that a small shard still
+    holds a few units. That is never more than the rule's least, so it is the size whatever the
+    input and the workers: the plan depends on the shard size alone."""
+    return default_piece_size(total_bytes, num_workers, largest=max(min(MAX_PIECE_SIZE, shard_size // 2), 1))
 
 
 def plan_shards(units: Sequence[sources.WorkUnit], shard_size: int, itemsize: int) -> list[tuple[int, int]]:
@@ -179,10 +185,13 @@ def write_dataset(
     on_progress: Callable[[int], None] | None = None,
     engine: "str | engines.Choice" = "python",
     append_separator: bool = False,
+    files: Sequence[sources.Source] | None = None,
 ) -> Written:
     """Encode the corpus `inputs` into the dataset directory `directory` (see the module docstring
     and `layout`), resuming what an earlier run of the same settings left there. With
     `append_separator` the last document ends with the separator even when the corpus does not.
+    `files`: `sources.resolve(inputs)`, when the caller has it already (the inputs are then not
+    resolved again); `inputs` are still needed, to refuse an output inside an input folder.
 
     `num_workers` local processes (1: this process) or `executor` do the work, with `engine`
     ("python", "tiktoken", "auto" or a `Choice` of `engines.choose`: the ids are the same).
@@ -193,11 +202,11 @@ def write_dataset(
     if type(shard_size) is not int or shard_size < 1:
         raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
     target = DatasetDirectory(directory)
-    files = sources.resolve(inputs)
+    files = sources.resolve(inputs) if files is None else list(files)
     check_output(target.store, inputs, files)
     engine = engines.choose(tokenizer, engine, input_bytes=sum(f.size for f in files))
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
-    piece_size = piece_size or piece_size_for(shard_size)
+    piece_size = piece_size or piece_size_for(shard_size, sum(f.size for f in files), num_workers)
     units = sources.plan_units(files, piece_size=piece_size, special_tokens=tokenizer.cut_tokens,
                                text_field=text_field, pattern=tokenizer.pattern)
     shards = plan_shards(units, shard_size, out_dtype.itemsize)
@@ -205,7 +214,7 @@ def write_dataset(
     if append_separator:
         head["append_separator"] = True  # only then, so that earlier directories keep their head
     with target.opened(head, overwrite=overwrite, anew="pass overwrite=True (--overwrite) to write it anew") as (
-            _, listed, lock_fd):
+            _, _, listed, lock_fd):
         return _run(tokenizer, units, shards, head, listed, target, out_dtype, num_workers, executor,
                     on_progress, lock_fd, engine)
 
@@ -217,7 +226,7 @@ def _run(tokenizer: TokenizerLike, units, shards, head, listed, target: DatasetD
     by_name = {e.get("name"): e for e in listed if isinstance(e, dict)}
     for k, units_range in enumerate(shards):
         name = layout.shard_name(k)
-        entry = target.shard_record(name) or by_name.get(name)
+        entry = target.record(k) or by_name.get(name)
         if target.reusable_shard(entry, k, units_range):
             entries[k] = entry
     reused = set(entries)

@@ -2,7 +2,8 @@
 `bpe stats`, `bpe vocab`, `bpe report` and `bpe serve` use these names.
 
     measures    how a tokenizer cuts text: `TextStats` (bytes and characters per token, kinds of
-                tokens, fertility, Rényi and Shannon efficiency, vocabulary use), `stats_table`
+                tokens, fertility, Rényi and Shannon efficiency, vocabulary use), `stats_table`, and
+                the compression figure with the text it was measured on (`on_text`, `size_label`)
     vocabulary  each token with the merge behind it and why it would be under-trained:
                 `vocab_entries`, `token_entry`, `under_trained`, `vocab_tsv_lines`
     loading     what a report measures besides the tokenizer: held-out text (`read_sample`),
@@ -21,6 +22,8 @@ from cs336_basics.report.measures import (
     classify_token,
     efficiency,
     measure_rows,
+    on_text,
+    size_label,
     stats_table,
     tokens_for_share,
     tokens_per_word,
@@ -48,6 +51,8 @@ __all__ = [
     "classify_token",
     "efficiency",
     "measure_rows",
+    "on_text",
+    "size_label",
     "stats_table",
     "tokens_for_share",
     "tokens_per_word",

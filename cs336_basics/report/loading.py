@@ -13,10 +13,12 @@ PRETRAINED = ["gpt2", "cl100k_base", "o200k_base"]  # what the report compares w
 
 @dataclass
 class HeldOut:
-    """A text the tokenizer was not trained on: its name and (a sample of) its content."""
+    """A text the tokenizer was not trained on: its name and (a sample of) its content, the whole
+    file's or its first part (`whole` False)."""
 
     name: str
     text: str
+    whole: bool = True
 
 
 def read_sample(path: str | Path, max_bytes: int) -> HeldOut:
@@ -36,7 +38,7 @@ def read_sample(path: str | Path, max_bytes: int) -> HeldOut:
         if not (cut and e.reason == "unexpected end of data" and len(data) - e.start < 4):
             raise ValueError(f"{path} is not valid UTF-8 at byte offset {e.start}") from None
         text = data[: e.start].decode("utf-8")  # the cut fell inside a character
-    return HeldOut(path.name, text)
+    return HeldOut(path.name, text, whole=not cut)
 
 
 def truncated(tokenizer: Tokenizer, num_merges: int) -> Tokenizer:

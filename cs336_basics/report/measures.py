@@ -1,6 +1,12 @@
 """Measuring how a tokenizer cuts text: kinds of tokens, bytes and characters per token, and the
 measures papers use (fertility, Rényi and Shannon efficiency, vocabulary use; see `TextStats` and
 README, "Measures"), with the plain-text table of `bpe stats`.
+
+Bytes per token is the compression figure every command prints (`bpe train`, `encode`, `stats`,
+`report`, the live page): the UTF-8 bytes of a text divided by the number of tokens `encode` gives
+for it, a special token in the text counting as its bytes and one token; for one `.txt` file, the
+file's size over the length of its token array. Each place says which text it measured and how big
+it is (`on_text`), so two figures on the same text are the same number.
 """
 
 import math
@@ -208,6 +214,21 @@ def tokens_for_share(counts: Counter, share: float) -> int:
         if done >= share * total:
             return k
     return 0
+
+
+def size_label(size: int) -> str:
+    """A size in bytes as people read it (powers of 1000): '870 bytes', '87.0 KB', '2.1 MB', '1.3 GB'."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size:,} bytes"
+
+
+def on_text(text_bytes: int, tokens: int, name: str, part: str = "all") -> str:
+    """Bytes per token (see the module's docstring) with the text it was measured on: `part` of it
+    ("all", "the first", "the last") and its size, e.g. '3.41 bytes per token on all 87.0 KB of corpus.txt'."""
+    figure = text_bytes / tokens if tokens else 0.0
+    return f"{figure:.2f} bytes per token on {part} {size_label(text_bytes)} of {name}"
 
 
 def measure_rows(columns: list[TextStats]) -> list[tuple[str, list[str]]]:

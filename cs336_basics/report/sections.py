@@ -11,7 +11,7 @@ from collections import Counter
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.report.loading import HeldOut
-from cs336_basics.report.measures import KINDS, RENYI_ALPHA, TextStats, classify_token, measure_rows
+from cs336_basics.report.measures import KINDS, RENYI_ALPHA, TextStats, classify_token, measure_rows, on_text
 from cs336_basics.report.vocabulary import FLAGS, VocabEntry
 from cs336_basics.train.merge_log import MergeLog, readable_token
 
@@ -29,11 +29,17 @@ def summary_html(tokenizer: Tokenizer, *, name: str, path: str | None, log: Merg
         ("pre-tokenization pattern", tokenizer.pattern),
     ]
     if log is not None:
+        # The merge log counts the corpus without its special tokens: that is the text measured here.
         tokens = log.steps[-1][1] if log.steps else log.corpus_bytes
         summary.append(("training corpus", f"{log.corpus_bytes:,} bytes → {tokens:,} tokens"))
-        summary.append(("on the training corpus", f"{_fmt(training[-1][1])} bytes per token"))
+        summary.append(("on the training corpus", on_text(log.corpus_bytes, tokens, "the training corpus outside "
+                                                                                   "special tokens")))
     if texts:
-        summary.append(("on the held-out text", f"{_fmt(ours.bytes_per_token)} bytes, {_fmt(ours.chars_per_token)} characters per token"))
+        parts = {"all" if t.whole else "the first" for t in texts}
+        part = parts.pop() if len(parts) == 1 else "samples of"
+        names = ", ".join(t.name for t in texts)
+        summary.append(("on the held-out text", f"{on_text(ours.bytes, ours.tokens, names, part)}; "
+                                                f"{_fmt(ours.chars_per_token)} characters per token"))
     return '<dl class="summary">' + "".join(f"<div><dt>{e(k)}</dt><dd>{e(v)}</dd></div>" for k, v in summary) + "</dl>"
 
 
@@ -47,7 +53,8 @@ def compression_html(curve: str | None, *, log: MergeLog | None, training: list[
     if curve:
         note = "Bytes per token (higher is better)."
         if training:
-            note += " The training curve is read from the merge log at every vocabulary size, without encoding anything."
+            note += (" The training curve is read from the merge log at every vocabulary size, without encoding "
+                     "anything; it measures the training corpus outside its special tokens.")
         if held_out:
             note += " The held-out points encode the text again with the merges cut at that size."
         add(f'<p class="note">{note}</p>')
@@ -178,7 +185,7 @@ def under_trained_html(flagged: list[VocabEntry], counted_on: str | None, min_co
                          f'<td class="n">{occ}</td><td>{e(why)}</td></tr>')
         parts.append("</tbody></table>")
         if len(merged) > shown:
-            parts.append(f'<p class="note">and {len(merged) - shown:,} more: <code>bpe vocab DIR --under-trained</code> '
+            parts.append(f'<p class="note">and {len(merged) - shown:,} more: <code>bpe vocab --tokenizer DIR --under-trained</code> '
                          "lists them all.</p>")
     parts.append("</section>")
     return "".join(parts)

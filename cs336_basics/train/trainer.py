@@ -1,6 +1,6 @@
 """Training plumbing behind `bpe.train_bpe` and `bpe.train_bpe_from_iterator`: the options
-checked where they enter, how many workers a corpus gets, progress bars, and, once a corpus is
-counted, the merge loop run and its result turned into the vocabulary (`train_from_counts`).
+checked where they enter, progress bars, and, once a corpus is counted, the merge loop run and its
+result turned into the vocabulary (`train_from_counts`).
 
 Training from what exists feeds the same loop: extending a tokenizer (`start_from`) forces its
 merges first and gives the new tokens the ids after its own (`extended_vocab`); SuperBPE
@@ -31,16 +31,8 @@ class BaseTokenizer(NamedTuple):
     special_tokens: list[str]
     pattern: str
 
-# Below these sizes one process is faster than starting workers.
-PARALLEL_MIN_BYTES = 4 << 20
+# Below this many distinct pre-tokens one process runs the merge loop faster than several.
 PARALLEL_MIN_WORDS = 20_000
-
-
-def default_num_workers(file_size: int) -> int:
-    """All the cores this process may use, or 1 for a small file."""
-    if file_size < PARALLEL_MIN_BYTES:
-        return 1
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def check_vocab_size(vocab_size: int, special_tokens: list[str]) -> None:
@@ -70,7 +62,7 @@ def train_on_files(
         check_transition(superword_from, vocab_size, special_tokens, start_from)
     files = sources.resolve(input_path)
     size = sum(f.size for f in files)
-    workers = default_num_workers(size) if num_workers is None else num_workers
+    workers = executors.default_num_workers(size) if num_workers is None else num_workers
     if piece_size is None:
         width = workers if executor is None else executors.executor_width(executor, workers)
         piece_size = counting.default_piece_size(size, width, local=executor is None)
@@ -117,7 +109,7 @@ def train_on_documents(
     special_tokens, pattern = checked_training_options(special_tokens, pattern, vocab_size, num_workers)
     if isinstance(documents, (str, bytes, os.PathLike)):
         raise TypeError("train_bpe_from_iterator takes an iterable of documents; for a file or folder use train_bpe")
-    workers = num_workers or default_num_workers(PARALLEL_MIN_BYTES)
+    workers = num_workers or executors.default_num_workers(executors.PARALLEL_MIN_BYTES)
     started = time.perf_counter()
     handed_over = [counting.count_documents(
         documents, special_tokens=special_tokens, pattern=pattern, num_workers=workers, text_field=text_field
@@ -141,7 +133,7 @@ def train_on_counts(
             raise ValueError(f"the counts were not cut at the special tokens {missing} of the tokenizer to extend, "
                              "as its corpus would be: count the corpus again with them")
     special_tokens, pattern = checked_extension(special_tokens, pattern, vocab_size, num_workers, start_from)
-    workers = num_workers or default_num_workers(PARALLEL_MIN_BYTES)
+    workers = num_workers or executors.default_num_workers(executors.PARALLEL_MIN_BYTES)
     return train_from_counts(handed_over, vocab_size, special_tokens, workers, started, input_bytes, progress, stats,
                              merge_log, base=start_from)
 
