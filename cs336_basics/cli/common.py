@@ -80,7 +80,7 @@ def add_corpus_options(parser: argparse.ArgumentParser, dask: bool = True) -> No
                         help="the JSON field or Parquet column holding the text (default: text)")
     if dask:
         parser.add_argument("--dask-scheduler", metavar="ADDRESS",
-                            help="run on the Dask cluster with this scheduler (e.g. tcp://10.0.0.5:8786)")
+                            help="run on the Dask cluster with this scheduler (e.g. tcp://scheduler:8786)")
 
 
 def add_tokenizer_option(parser: argparse.ArgumentParser, help: str, *, required: bool = True,
