@@ -118,8 +118,10 @@ class OffsetMethods:
         self, text: str, *, add_special_tokens: bool = False
     ) -> tuple[list[int], list[tuple[int, int]]]:
         """`(ids, spans)`: the ids of `encode(text)` and each token's `(start, end)` character span
-        in `text`, as Hugging Face's `Encoding.offsets` on our tokenizer.json (whose ByteLevel
-        trims no offsets): `text[start:end]` is what the token encodes. A token holding only part
+        in `text`, as Hugging Face's `Encoding.offsets` on the tokenizer.json `save_pretrained`
+        writes, which trims none: `text[start:end]` is what the token encodes. (Under a ByteLevel
+        post-processor with `trim_offsets` on, Hugging Face leaves a token's leading spaces out of
+        its span; spans here are never trimmed.) A token holding only part
         of a character (a byte-level BPE may split one between tokens) spans that whole character,
         so such tokens share a span; a special token spans its text. The tokens that
         `add_special_tokens=True` adds (see `encode`) span `(0, 0)`, as in Hugging Face.
