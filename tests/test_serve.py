@@ -99,6 +99,18 @@ def test_encode_answers_each_tokens_span(server):
         (n, n + 1) for n, ch in enumerate(text) for _ in ch.encode()]  # bytes: each spans its character
 
 
+def test_a_normalizer_that_changes_the_text_leaves_the_spans_out():
+    """Under NFC, "e" and a combining accent are encoded as "é": no token spans characters of the
+    text typed, so the spans are null (the page marks nothing), and the ids are still `encode`'s."""
+    from cs336_basics.text import pipelines
+
+    nfc = Tokenizer({i: bytes([i]) for i in range(256)}, [], [], pattern=pipelines.make_spec(["NFC"], [{"byte_level": True}]))
+    tokens = serve.encode_for_page(nfc, "cafe\u0301")["tokens"]
+    assert [t[0] for t in tokens] == nfc.encode("cafe\u0301") == list("café".encode())
+    assert all(t[3] is None and t[4] is None for t in tokens)
+    assert [t[3:] for t in serve.encode_for_page(nfc, "café")["tokens"]] == [[0, 1], [1, 2], [2, 3], [3, 4], [3, 4]]
+
+
 def test_token_details_come_from_the_merge_log(server, folder):
     url, ours = server
     log = read_merge_log(folder / "merge_log.tsv")
