@@ -4,6 +4,7 @@ write, on generated text with characters of 1 to 4 UTF-8 bytes (often split betw
 special tokens."""
 
 import json
+import unicodedata
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -234,8 +235,9 @@ def test_a_normalizer_that_changes_nothing_keeps_the_spans_and_one_that_changes_
     ours, hf = loaded_both_ways(small_document | {"normalizer": {"type": "NFC"}}, tmp_path)
     for text in ["héllo wörld 日本😀", "caf\u00e9" + EOT]:
         same_as_hugging_face(ours, hf, text)
-    with pytest.raises(ValueError, match="normalizer changes the text.*not supported"):
+    with pytest.raises(ValueError, match="normalizer changes the text.*not supported.*normalize the text first"):
         ours.encode_with_offsets("cafe\u0301")
+    same_as_hugging_face(ours, hf, unicodedata.normalize("NFC", "cafe\u0301"))  # as the message says
 
 
 @pytest.mark.slow

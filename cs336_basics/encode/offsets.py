@@ -121,10 +121,10 @@ class OffsetMethods:
         in `text`, as Hugging Face's `Encoding.offsets` on the tokenizer.json `save_pretrained`
         writes, which trims none: `text[start:end]` is what the token encodes. (Under a ByteLevel
         post-processor with `trim_offsets` on, Hugging Face leaves a token's leading spaces out of
-        its span; spans here are never trimmed.) A token holding only part
-        of a character (a byte-level BPE may split one between tokens) spans that whole character,
-        so such tokens share a span; a special token spans its text. The tokens that
-        `add_special_tokens=True` adds (see `encode`) span `(0, 0)`, as in Hugging Face.
+        its span; spans here are never trimmed.) A token holding only part of a character (a
+        byte-level BPE may split one between tokens) spans that whole character, so such tokens
+        share a span; a special token spans its text. The tokens that `add_special_tokens=True`
+        adds (see `encode`) span `(0, 0)`, as in Hugging Face.
 
         Indices are into `text` as given: a surrogate pair (one character to `encode`) spans both
         its halves, a lone surrogate (encoded as U+FFFD) itself. ValueError for a tokenizer whose
@@ -140,7 +140,8 @@ class OffsetMethods:
         tokens = [self.vocab[i] for i in ids]
         if b"".join(tokens) != valid.encode("utf-8"):
             raise ValueError("encode_with_offsets: this tokenizer's normalizer changes the text, so its tokens "
-                             "are not spans of it; offsets through a normalizer are not supported")
+                             "are not spans of it (not supported); normalize the text first as the tokenizer does "
+                             "(e.g. unicodedata.normalize(\"NFC\", text)) and take the offsets in that")
         spans = token_spans(tokens)
         if valid is not text:
             index = _original_index(text)
