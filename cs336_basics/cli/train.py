@@ -28,7 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="tokens in the vocabulary (default 1000)")
     common.add_special_options(p)
     p.add_argument("--out", default="out/tokenizer", metavar="DIR", help="output folder (default: out/tokenizer)")
-    p.add_argument("--workers", type=positive_int, metavar="N",
+    p.add_argument("--workers", type=common.worker_count, metavar="N",
                    help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--min-count", type=positive_int, metavar="N",
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
