@@ -225,3 +225,218 @@ def test_serve_numbers_parse(option, value, accepted):
     else:
         with pytest.raises(UsageError, match=option):
             parse()
+
+
+# --- SuperBPE's transition at its edges ---------------------------------------------------------------
+
+
+def _one_refusal(capsys, argv, *words) -> str:
+    code, out, err = run_bpe(capsys, argv)
+    assert code in (1, 2), f"exit {code}: {err}{out}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bpe: ") and "Traceback" not in err, err
+    for word in words:
+        assert word in lines[0], f"{word!r} is not named in: {lines[0]}"
+    return lines[0]
+
+
+@pytest.mark.parametrize("superword_from, specials, words", [
+    ("0", [], ["--superword-from"]),
+    ("-1", [], ["--superword-from"]),
+    ("301", [], ["--superword-from", "301", "300"]),  # above --vocab-size
+    (HUGE["int"], [], ["--superword-from", "300"]),
+    ("256", [], ["--superword-from", "257"]),  # below the 256 bytes and <|endoftext|>
+    ("257", ["<a>", "<b>"], ["--superword-from", "258"]),  # below the 256 bytes and two special tokens
+])
+def test_superword_from_outside_its_range_is_refused_naming_it(tmp_path, capsys, world, superword_from, specials,
+                                                                 words):
+    argv = ["train", world["corpus"], "--vocab-size", "300", "--superword-from", superword_from,
+            "--out", tmp_path / "tok", "--quiet", *[a for s in specials for a in ("--special-token", s)]]
+    _one_refusal(capsys, argv, *words)
+    assert not (tmp_path / "tok").exists()
+
+
+def test_superword_from_at_its_edges_trains(tmp_path, capsys, world):
+    """At the smallest vocabulary SuperBPE learns only superwords; at --vocab-size only subwords: the
+    merges of plain BPE (the pattern saved is SuperBPE's either way, and each tokenizer round-trips)."""
+    text = world["corpus"].read_text(encoding="utf-8")
+    for value in ("257", "300"):
+        out = tmp_path / value
+        code, _, err = run_bpe(capsys, ["train", world["corpus"], "--vocab-size", "300", "--superword-from", value,
+                                        "--out", out, "--quiet"])
+        assert code == 0, err
+        tokenizer = Tokenizer.from_pretrained(out)
+        assert len(tokenizer.vocab) == 300 and tokenizer.pattern == "superbpe"
+        assert tokenizer.decode(tokenizer.encode(text)) == text
+    plain = Tokenizer.from_pretrained(world["tok"])
+    assert Tokenizer.from_pretrained(tmp_path / "300").merges == plain.merges
+    assert any(b" " in token.strip() for token in Tokenizer.from_pretrained(tmp_path / "257").vocab.values())
+
+
+def test_superword_from_below_the_tokenizer_extended_is_refused(tmp_path, capsys, world):
+    argv = ["train", world["corpus"], "--vocab-size", "320", "--start-from", world["tok"], "--superword-from", "299",
+            "--out", tmp_path / "tok", "--quiet"]
+    _one_refusal(capsys, argv, "--superword-from", "300")
+    assert not (tmp_path / "tok").exists()
+    argv[argv.index("299")] = "300"
+    assert run_bpe(capsys, argv)[0] == 0
+    assert len(Tokenizer.from_pretrained(tmp_path / "tok").vocab) == 320
+
+
+# --- a tokenizer folder edited or cut short, extended --------------------------------------------------
+
+
+def _edit_vocab(folder: Path) -> None:
+    """Rename one merged token in vocab.json (no key or id repeats): merges.txt's line names the old file."""
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    key = next(k for k, v in vocab.items() if v == 280)
+    vocab[key + "Q"] = vocab.pop(key)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+
+
+def _cut(path: Path, at_a_line: bool) -> None:
+    data = path.read_bytes()
+    half = len(data) // 2
+    cut = data.rindex(b"\n", 0, half) + 1 if at_a_line else data.index(b"\n", half) - 1
+    path.write_bytes(data[:cut])
+
+
+CORRUPTIONS = {
+    "merges.txt cut mid-line": lambda f: _cut(f / "merges.txt", at_a_line=False),
+    "merges.txt cut at a line": lambda f: _cut(f / "merges.txt", at_a_line=True),
+    "vocab.json edited": _edit_vocab,
+    "tokenizer.json edited": lambda f: (f / "tokenizer.json").write_text(
+        (f / "tokenizer.json").read_text(encoding="utf-8").replace('"version": "1.0"', '"version": "1.0" '),
+        encoding="utf-8"),
+}
+# (corruption, with tokenizer.json beside) -> the file the refusal names
+CORRUPT_CASES = [(name, with_json) for name in CORRUPTIONS for with_json in (True, False)
+                 if not (name == "tokenizer.json edited" and not with_json)]
+# Cut at a line, without tokenizer.json: nothing records how many merges there were (see the report).
+CORRUPT_CASES.remove(("merges.txt cut at a line", False))
+
+
+@pytest.mark.parametrize("name, with_json", CORRUPT_CASES,
+                         ids=[f"{n}{'' if j else ', no tokenizer.json'}" for n, j in CORRUPT_CASES])
+def test_start_from_a_corrupted_tokenizer_folder_is_refused(tmp_path, capsys, world, name, with_json):
+    base = tmp_path / "base"
+    shutil.copytree(world["tok"], base)
+    if not with_json:
+        (base / "tokenizer.json").unlink()
+    CORRUPTIONS[name](base)
+    before = {p: p.read_bytes() for p in files_under(base)}
+    line = _one_refusal(capsys, ["train", world["corpus"], "--vocab-size", "320", "--start-from", base,
+                                 "--out", tmp_path / "out", "--quiet"], str(base))
+    assert "merges.txt" in line or "vocab.json" in line or "tokenizer.json" in line, line
+    assert not (tmp_path / "out").exists()
+    assert {p: p.read_bytes() for p in files_under(base)} == before
+    # Encoding with it is refused alike.
+    _one_refusal(capsys, ["encode", world["corpus"], "-t", base, "--out", tmp_path / "x.npy", "--quiet"], str(base))
+    assert not (tmp_path / "x.npy").exists()
+
+
+# --- count tables with a shard from elsewhere ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_tables(world):
+    """Two count tables of different text, each of one shard named shard-00000.parquet."""
+    d = world["dir"] / "tables"
+    d.mkdir()
+    other = d / "other.txt"
+    other.write_text(world["corpus"].read_text(encoding="utf-8")[1000:3000], encoding="utf-8")
+    assert main(["count", str(other), "--out", str(d / "b"), "--quiet"]) == 0
+    return world["counts"], d / "b", other
+
+
+def test_a_shard_swapped_for_another_tables_is_refused_then_recounted(tmp_path, capsys, world, two_tables):
+    a, b, _ = two_tables
+    table = tmp_path / "a"
+    shutil.copytree(a, table)
+    shutil.copy(b / "shard-00000.parquet", table / "shard-00000.parquet")
+    shard = str(table / "shard-00000.parquet")
+    _one_refusal(capsys, ["train", "--counts", table, "--vocab-size", "280", "--out", tmp_path / "tok", "--quiet"], shard)
+    assert not (tmp_path / "tok").exists()
+    _one_refusal(capsys, ["count", "--add", table, b, "--out", tmp_path / "sum", "--quiet"], shard)
+    assert not (tmp_path / "sum").exists()
+    # Counting the corpus again into it recounts the shard that is not its own.
+    code, out, err = run_bpe(capsys, ["count", world["corpus"], "--out", table, "--quiet"])
+    assert code == 0 and "kept from an earlier run" not in out, err + out
+    assert (table / "shard-00000.parquet").read_bytes() == (a / "shard-00000.parquet").read_bytes()
+
+
+# --- outputs whose names are taken by the other kind -------------------------------------------------------
+
+
+def _folder_at(path: Path) -> None:
+    path.mkdir(parents=True)
+    (path / "keep.txt").write_text("the user's")
+
+
+OUT_CASES = [
+    # (name, argv with {out} the test's folder, what is put in the way, the path the refusal names)
+    ("encode megatron: P.bin is a folder",
+     ["encode", "{corpus}", "-t", "{tok}", "--format", "megatron", "--out", "{out}/p", "--quiet"], "p.bin"),
+    ("encode megatron: P.idx is a folder",
+     ["encode", "{corpus}", "-t", "{tok}", "--format", "megatron", "--out", "{out}/p", "--quiet"], "p.idx"),
+    ("encode llmc: P_000000.bin is a folder",
+     ["encode", "{corpus}", "-t", "{tok}", "--format", "llmc", "--out", "{out}/p", "--quiet"], "p_000000.bin"),
+    ("encode llmc: P_000003.bin is a folder",
+     ["encode", "{corpus}", "-t", "{tok}", "--format", "llmc", "--out", "{out}/p", "--quiet"], "p_000003.bin"),
+    ("dataset convert megatron: P.bin is a folder",
+     ["dataset", "convert", "{ds}", "--format", "megatron", "--out", "{out}/p", "--quiet"], "p.bin"),
+    ("dataset convert llmc: P_000000.bin is a folder",
+     ["dataset", "convert", "{ds}", "--format", "llmc", "--out", "{out}/p", "--quiet"], "p_000000.bin"),
+    ("train: OUT/vocab.json is a folder", ["train", "{corpus}", "--vocab-size", "280", "--out", "{out}", "--quiet"],
+     "vocab.json"),
+    ("train: OUT/merge_log.tsv is a folder",
+     ["train", "{corpus}", "--vocab-size", "280", "--out", "{out}", "--quiet"], "merge_log.tsv"),
+    ("convert hf: OUT/tokenizer.json is a folder", ["convert", "-t", "{tok}", "--format", "hf", "--out", "{out}"],
+     "tokenizer.json"),
+    ("convert gpt2: OUT/merges.txt is a folder", ["convert", "-t", "{tok}", "--format", "gpt2", "--out", "{out}"],
+     "merges.txt"),
+    ("encode .npy: the array is a folder", ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}/x.npy", "--quiet"],
+     "x.npy"),
+    ("report: the page is a folder", ["report", "-t", "{tok}", "-t", "{tok}", "--out", "{out}/r.html", "--quiet"],
+     "r.html"),
+    ("convert tiktoken: the file is a folder", ["convert", "-t", "{tok}", "--format", "tiktoken", "--out", "{out}/t"],
+     "t"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv, taken", [c[1:] for c in OUT_CASES], ids=[c[0] for c in OUT_CASES])
+def test_an_output_name_held_by_a_folder_is_refused_before_any_work(tmp_path, capsys, world, argv, taken):
+    out = tmp_path / "out"
+    _folder_at(out / taken)
+    paths = {k: str(v) for k, v in world.items()} | {"out": str(out)}
+    line = _one_refusal(capsys, [a.format(**paths) for a in argv], str(out / taken))
+    assert ".tmp" not in line, line
+    assert [p.relative_to(out) for p in files_under(out)] == [Path(taken) / "keep.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [taken], "a refused run left something beside its output"
+
+
+FILE_CASES = [
+    # (name, argv, where a regular file stands)
+    ("train --out", ["train", "{corpus}", "--vocab-size", "280", "--out", "{out}/f", "--quiet"], "f"),
+    ("count --out", ["count", "{corpus}", "--out", "{out}/f", "--quiet"], "f"),
+    ("count --add --out", ["count", "--add", "{counts}", "{counts}", "--out", "{out}/f", "--quiet"], "f"),
+    ("encode --out DIR", ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}/f", "--quiet"], "f"),
+    ("convert hf --out", ["convert", "-t", "{tok}", "--format", "hf", "--out", "{out}/f"], "f"),
+    ("encode --format: the prefix's folder", ["encode", "{corpus}", "-t", "{tok}", "--format", "llmc",
+                                              "--out", "{out}/f/p", "--quiet"], "f"),
+    ("dataset convert: the prefix's folder", ["dataset", "convert", "{ds}", "--format", "megatron",
+                                              "--out", "{out}/f/p", "--quiet"], "f"),
+    ("encode --format: its unfinished run's folder", ["encode", "{corpus}", "-t", "{tok}", "--format", "megatron",
+                                                      "--out", "{out}/p", "--quiet"], ".p.dataset"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv, taken", [c[1:] for c in FILE_CASES], ids=[c[0] for c in FILE_CASES])
+def test_a_folder_name_held_by_a_file_is_refused(tmp_path, capsys, world, argv, taken):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / taken).write_text("the user's")
+    paths = {k: str(v) for k, v in world.items()} | {"out": str(out)}
+    _one_refusal(capsys, [a.format(**paths) for a in argv], str(out / taken))
+    assert (out / taken).read_text() == "the user's"
+    assert sorted(p.name for p in out.iterdir()) == [taken]

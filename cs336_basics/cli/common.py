@@ -232,6 +232,15 @@ def tokenizer_files(source: str) -> list[Path]:
     return [path / n for n in names if (path / n).is_file()] if path.is_dir() else [path] if path.is_file() else []
 
 
+def refuse_folders_at(outputs: list[Path]) -> None:
+    """Refuse, before any work, to write a file where a folder stands (its rename would fail at
+    the end, after the work, naming a temporary file, with the outputs renamed before it replaced)."""
+    for path in outputs:
+        if path.is_dir():
+            raise CommandError(f"{path} is a folder, where a file is to be written: move it away or choose "
+                               "another --out")
+
+
 def refuse_outputs_among(outputs: list[Path], inputs: list) -> None:
     """Refuse, before any work, to write an output that is one of the inputs."""
     sources.refuse_outputs_among_inputs(outputs, inputs)
