@@ -399,6 +399,13 @@ OUT_CASES = [
      "x.npy"),
     ("report: the page is a folder", ["report", "-t", "{tok}", "-t", "{tok}", "--out", "{out}/r.html", "--quiet"],
      "r.html"),
+    ("count: OUT/manifest.json is a folder", ["count", "{corpus}", "--out", "{out}", "--quiet"], "manifest.json"),
+    ("count: OUT/shard-00000.parquet is a folder", ["count", "{corpus}", "--out", "{out}", "--quiet"],
+     "shard-00000.parquet"),
+    ("encode DIR: OUT/manifest.json is a folder", ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}", "--quiet"],
+     "manifest.json"),
+    ("encode DIR: OUT/shard-00000.npy is a folder", ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}",
+                                                     "--quiet"], "shard-00000.npy"),
     ("convert tiktoken: the file is a folder", ["convert", "-t", "{tok}", "--format", "tiktoken", "--out", "{out}/t"],
      "t"),
 ]  # fmt: skip
