@@ -1,5 +1,8 @@
 """Every number the command line takes, tried at 0, -1 and far too large; then names that collide and
-files edited behind our back, for count tables, extension, SuperBPE and `encode --format`.
+files edited behind our back, for count tables, extension, SuperBPE and `encode --format`: SuperBPE's
+transition at and past its edges, a tokenizer folder cut short or edited, a count table holding
+another table's shard, and an output whose name a folder holds (or a folder's name a file), each
+refused before any work in one line naming the path, with nothing written.
 
 The options are found by walking the real parser (`cli.build_parser`, as tests/test_cli_help.py
 does), so a new option that takes a number or a size fails `test_every_numeric_option_has_a_case`
@@ -13,20 +16,22 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
+import regex
 
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import build_parser, main
 from cs336_basics.cli.common import UsageError
-from tests.common import FIXTURES_PATH
+from cs336_basics.counts.table import read_counts
+from cs336_basics.datasets.loader import TokenDataset
+from cs336_basics.report import size_label
+from tests.common import FIXTURES_PATH, GPT2_PATTERN
 
 EOT = "<|endoftext|>"
 # None: the value of the option's type, a whole number or a size (see `typed_value`).
 VALUES = {"zero": "0", "negative": "-1", "large": None, "huge": None, "overflow": "1e400", "nan": "nan"}
 LARGE = {"int": str(2**40), "size": "1T"}  # fits in 64 bits, but not in memory
 HUGE = {"int": str(10**30), "size": "99999999999999999999G"}  # fits in no machine word
-
 
 def numeric_options() -> list[tuple[tuple[str, ...], argparse.Action]]:
     """(the command's words, the option) for every option of `bpe` that reads a number or a size."""
@@ -72,7 +77,7 @@ def world(tmp_path_factory) -> dict[str, Path]:
     assert main(["train", str(corpus), "--vocab-size", "300", "--out", str(d / "tok"), "--quiet"]) == 0
     assert main(["encode", str(corpus), "-t", str(d / "tok"), "--out", str(d / "ds"), "--quiet"]) == 0
     assert main(["count", str(corpus), "--out", str(d / "counts"), "--quiet"]) == 0
-    return {"dir": d, "corpus": corpus, "tok": d / "tok", "ds": d / "ds", "counts": d / "counts", "text": corpus}
+    return {"dir": d, "corpus": corpus, "tok": d / "tok", "ds": d / "ds", "counts": d / "counts"}
 
 
 # The run of each numeric option: the command with minimal valid other arguments ({corpus}, {tok},
@@ -93,7 +98,7 @@ RUNS = {
     ("dataset", "convert", "--shard-tokens"): ["dataset", "convert", "{ds}", "--format", "llmc", "--out", "{out}/p", "--quiet"],
     ("count", "--workers"): ["count", "{corpus}", "--out", "{out}/counts", "--quiet"],
     ("count", "--piece-size"): ["count", "{corpus}", "--out", "{out}/counts", "--quiet"],
-}
+}  # fmt: skip
 
 
 def test_every_numeric_option_has_a_case():
@@ -118,28 +123,19 @@ def _loads_and_round_trips(folder: Path, corpus: Path) -> Tokenizer:
 def _all_pairs_merged(out, world, stdout):
     tokenizer = _loads_and_round_trips(out / "tok", world["corpus"])
     # Training stopped when no pair was left: every pre-token of the corpus is one token.
-    import regex
-
-    from tests.common import GPT2_PATTERN
-
     text = world["corpus"].read_text(encoding="utf-8")
     for doc in text.split(EOT):
         for pretoken in regex.findall(GPT2_PATTERN, doc):
             assert len(tokenizer.encode(pretoken)) == 1, pretoken
 
 
-def _trained_280(out, world, stdout):
-    assert len(_loads_and_round_trips(out / "tok", world["corpus"]).vocab) == 280
-
-
 def _all_under_trained(out, world, stdout):
-    _trained_280(out, world, stdout)
+    """Trained as asked, and every one of the 23 merged tokens is under its 2**40 occurrences."""
+    assert len(_loads_and_round_trips(out / "tok", world["corpus"]).vocab) == 280
     assert "under-trained        23 merged tokens with fewer than" in stdout, stdout
 
 
 def _dataset_whole(out, world, stdout):
-    from cs336_basics.datasets.loader import TokenDataset
-
     ds = TokenDataset(out / "ds")
     ds.verify()
     tok = Tokenizer.from_pretrained(world["tok"])
@@ -156,15 +152,11 @@ def _all_listed_under_trained(out, world, stdout):
 
 def _report_on_all_text(out, world, stdout):
     """The page measures the whole held-out file (not a cut sample of it)."""
-    from cs336_basics.report import size_label
-
     page = (out / "r.html").read_text(encoding="utf-8")
     assert f"on all {size_label(world['corpus'].stat().st_size)} of corpus.txt" in page
 
 
 def _counted(out, world, stdout):
-    from cs336_basics.counts.table import read_counts
-
     assert read_counts(out / "counts").word_counts == read_counts(world["counts"]).word_counts
 
 
@@ -447,3 +439,4 @@ def test_a_folder_name_held_by_a_file_is_refused(tmp_path, capsys, world, argv, 
     _one_refusal(capsys, [a.format(**paths) for a in argv], str(out / taken))
     assert (out / taken).read_text() == "the user's"
     assert sorted(p.name for p in out.iterdir()) == [taken]
+
