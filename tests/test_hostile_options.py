@@ -286,16 +286,19 @@ def _edit_vocab(folder: Path) -> None:
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
 
 
-def _cut(path: Path, at_a_line: bool) -> None:
+def _cut(path: Path, where: str) -> None:
+    """Cut the file about halfway: after a line's newline, just before it (the line left whole, so
+    only the missing newline tells), or inside the line's last token."""
     data = path.read_bytes()
     half = len(data) // 2
-    cut = data.rindex(b"\n", 0, half) + 1 if at_a_line else data.index(b"\n", half) - 1
-    path.write_bytes(data[:cut])
+    end = data.index(b"\n", half)
+    path.write_bytes(data[: {"at a line": end + 1, "before a newline": end, "inside a token": end - 1}[where]])
 
 
 CORRUPTIONS = {
-    "merges.txt cut mid-line": lambda f: _cut(f / "merges.txt", at_a_line=False),
-    "merges.txt cut at a line": lambda f: _cut(f / "merges.txt", at_a_line=True),
+    "merges.txt cut inside a token": lambda f: _cut(f / "merges.txt", "inside a token"),
+    "merges.txt cut before a newline": lambda f: _cut(f / "merges.txt", "before a newline"),
+    "merges.txt cut at a line": lambda f: _cut(f / "merges.txt", "at a line"),
     "vocab.json edited": _edit_vocab,
     "tokenizer.json edited": lambda f: (f / "tokenizer.json").write_text(
         (f / "tokenizer.json").read_text(encoding="utf-8").replace('"version": "1.0"', '"version": "1.0" '),
@@ -404,8 +407,10 @@ OUT_CASES = [
 
 
 @pytest.mark.parametrize("argv, taken", [c[1:] for c in OUT_CASES], ids=[c[0] for c in OUT_CASES])
-def test_an_output_name_held_by_a_folder_is_refused_before_any_work(tmp_path, capsys, world, argv, taken):
-    out = tmp_path / "out"
+def test_an_output_name_held_by_a_folder_is_refused_before_any_work(tmp_path, capsys, monkeypatch, world, argv,
+                                                                     taken):
+    monkeypatch.chdir(tmp_path)
+    out = Path("out")  # relative, as typed: a message must name it so, never a temporary file
     _folder_at(out / taken)
     paths = {k: str(v) for k, v in world.items()} | {"out": str(out)}
     line = _one_refusal(capsys, [a.format(**paths) for a in argv], str(out / taken))
