@@ -4,7 +4,7 @@ import argparse
 from pathlib import Path
 
 from cs336_basics.cli import common
-from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size, positive_int
+from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size
 from cs336_basics.corpora import executors, sources
 from cs336_basics.errors import CommandError
 from cs336_basics.train import trainer
