@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="dataset directory: about this many bytes of ids per shard (default 256M)")
     p.add_argument("--overwrite", action="store_true",
                    help="dataset directory: write it anew even if it was started with other settings")
-    p.add_argument("--workers", type=positive_int, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
+    p.add_argument("--workers", type=common.worker_count, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"],
                    help="the ids' type (default: uint16 if the vocabulary's ids fit, else uint32)")
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
