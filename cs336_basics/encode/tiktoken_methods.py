@@ -34,7 +34,8 @@ KEPT_VARIANTS = 8  # tokenizers with fewer special tokens kept per tokenizer (ea
 
 
 class TiktokenMethods:
-    """tiktoken's `Encoding` methods, for a tokenizer with the fields below (see `protocol.TokenizerLike`)."""
+    """tiktoken's `Encoding` methods, for a tokenizer with the fields below (see `protocol.TokenizerLike`)
+    and the methods `encode`, `encode_batch` and `decode_bytes`."""
 
     vocab: dict[int, bytes]
     merges: list[tuple[bytes, bytes]]
@@ -88,7 +89,8 @@ class TiktokenMethods:
         return variant.encode_batch(texts, **options)
 
     def _variant(self, allowed: frozenset) -> "TiktokenMethods":
-        """This tokenizer with only the special tokens in `allowed` (the others are text)."""
+        """This tokenizer with only the special tokens in `allowed` (the others are text), for encoding:
+        the ids of the others are not in its vocabulary."""
         if allowed == frozenset(self.special_tokens):
             return self
         variants = self.__dict__.setdefault("_tiktoken_variants", {})
@@ -97,13 +99,28 @@ class TiktokenMethods:
                 del variants[next(iter(variants))]
             kept = [token for token in self.special_tokens if token in allowed]
             flags = {token: pair for token, pair in self.added_tokens.items() if token in allowed}
+            # The tokens of the special tokens left out can come from no merge: leaving them out of
+            # the vocabulary too keeps the ids ranks, so that tiktoken's engine can still run.
+            made = {a + b for a, b in self.merges} | {bytes([b]) for b in range(256)}
+            unused = {token.encode("utf-8") for token in self.special_tokens if token not in allowed} - made
             variants[allowed] = type(self)(
-                self.vocab, self.merges, kept, pattern=self.pattern, cache_size=self.cache_size,
-                added_tokens=flags, post_processor=self.post_processor,
+                {i: token for i, token in self.vocab.items() if token not in unused}, self.merges, kept,
+                pattern=self.pattern, cache_size=self.cache_size, added_tokens=flags, post_processor=self.post_processor,
             )
         return variants[allowed]
 
+    def encode_single_token(self, text_or_bytes: "str | bytes") -> int:
+        """The id of the one token these bytes (or this text's UTF-8) are, a special token's
+        included; KeyError when they are no token (tiktoken's)."""
+        token = text_or_bytes.encode("utf-8") if isinstance(text_or_bytes, str) else text_or_bytes
+        return self._ids[token]
+
     # --- decoding ---------------------------------------------------------------------------------
+
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace", num_threads: int = 8) -> list[str]:
+        """The text of each sequence of ids, bytes that are not UTF-8 handled by `errors` (tiktoken's;
+        `num_threads` as in `encode_ordinary_batch`)."""
+        return [self.decode_bytes(ids).decode("utf-8", errors=errors) for ids in batch]
 
     def decode_single_token_bytes(self, token: int) -> bytes:
         """The bytes of one id, a special token's included; KeyError for an id not in the vocabulary
@@ -147,9 +164,12 @@ class TiktokenMethods:
         return self.max_token_value + 1
 
     @functools.cached_property
+    def _ids(self) -> dict[bytes, int]:
+        return {token: token_id for token_id, token in self.vocab.items()}
+
+    @functools.cached_property
     def _special_ids(self) -> dict[str, int]:
-        ids = {token: token_id for token_id, token in self.vocab.items()}
-        return {token: ids[token.encode("utf-8")] for token in self.special_tokens}
+        return {token: self._ids[token.encode("utf-8")] for token in self.special_tokens}
 
     # --- tiktoken itself --------------------------------------------------------------------------
 
