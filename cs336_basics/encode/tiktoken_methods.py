@@ -23,12 +23,12 @@ in an order of its own and ours takes the longest, as `encode` always does.
 import functools
 import os
 from collections.abc import Collection, Iterable
-from typing import Literal, Union
+from typing import Literal
 
 from cs336_basics.text.pretokenize import special_token_regex
 
 # What `allowed_special` and `disallowed_special` take; None means not given.
-SpecialChoice = Union[Literal["all"], Collection[str], None]
+SpecialChoice = Literal["all"] | Collection[str] | None
 ENDOFTEXT = "<|endoftext|>"  # tiktoken's `eot_token` is this special token's id
 KEPT_VARIANTS = 8  # tokenizers with fewer special tokens kept per tokenizer (each ~0.1 s to build for GPT-2)
 
@@ -105,7 +105,8 @@ class TiktokenMethods:
             unused = {token.encode("utf-8") for token in self.special_tokens if token not in allowed} - made
             variants[allowed] = type(self)(
                 {i: token for i, token in self.vocab.items() if token not in unused}, self.merges, kept,
-                pattern=self.pattern, cache_size=self.cache_size, added_tokens=flags, post_processor=self.post_processor,
+                pattern=self.pattern, cache_size=self.cache_size, added_tokens=flags,
+                post_processor=self.post_processor,
             )
         return variants[allowed]
 
@@ -117,7 +118,9 @@ class TiktokenMethods:
 
     # --- decoding ---------------------------------------------------------------------------------
 
-    def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace", num_threads: int = 8) -> list[str]:
+    def decode_batch(
+        self, batch: Iterable[Iterable[int]], *, errors: str = "replace", num_threads: int = 8
+    ) -> list[str]:
         """The text of each sequence of ids, bytes that are not UTF-8 handled by `errors` (tiktoken's;
         `num_threads` as in `encode_ordinary_batch`)."""
         return [self.decode_bytes(ids).decode("utf-8", errors=errors) for ids in batch]
@@ -145,8 +148,9 @@ class TiktokenMethods:
         try:
             return self._special_ids[ENDOFTEXT]
         except KeyError:
-            raise KeyError(f"{ENDOFTEXT!r} is not a special token of this tokenizer "
-                           f"(its special tokens: {self.special_tokens!r})") from None
+            shown = ", ".join(map(repr, self.special_tokens[:3])) + (", ..." if len(self.special_tokens) > 3 else "")
+            raise KeyError(f"{ENDOFTEXT!r} is not a special token of this tokenizer (its special tokens: "
+                           f"[{shown}]); tiktoken's eot_token is that token's id") from None
 
     @property
     def special_tokens_set(self) -> set[str]:
