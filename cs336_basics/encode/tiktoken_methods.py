@@ -72,7 +72,7 @@ class TiktokenMethods:
         else:
             disallowed = _token_set(disallowed_special, "disallowed_special")
         if disallowed:
-            search = special_token_regex(disallowed).search
+            search = _searcher(frozenset(disallowed))
             for text in texts:
                 if isinstance(text, str) and (found := search(text)):
                     raise ValueError(disallowed_message(found.group()))
@@ -192,6 +192,13 @@ class TiktokenMethods:
         from cs336_basics.formats.tiktoken import ranks_from_vocab, save_ranks
 
         save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
+
+
+@functools.lru_cache(maxsize=64)
+def _searcher(tokens: frozenset):
+    """The `search` of a regex matching any of `tokens` (leftmost, then longest): built once per set,
+    as code calls `encode` once per document."""
+    return special_token_regex(tokens).search
 
 
 def _is_all(choice: SpecialChoice) -> bool:
