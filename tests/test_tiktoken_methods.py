@@ -173,6 +173,17 @@ def test_the_error_and_its_first_line(ours, theirs):
         assert "allowed_special" in str(our_error.value) and "disallowed_special=()" in str(our_error.value)
 
 
+def test_a_disallowed_string_need_not_be_a_special_token(ours, theirs):
+    """tiktoken searches the text for every string given as disallowed_special, and ignores an
+    allowed one that is no special token."""
+    for arguments in ({"disallowed_special": {"world"}}, {"allowed_special": "all", "disallowed_special": {"world"}}):
+        expected = ("ValueError", "Encountered text corresponding to disallowed special token 'world'.")
+        assert outcome(lambda: theirs.encode("hello world", **arguments)) == expected
+        assert outcome(lambda: ours.encode("hello world", **arguments)) == expected
+    arguments = {"allowed_special": {"hello", EOT}}
+    assert ours.encode("hello<|endoftext|>", **arguments) == theirs.encode("hello<|endoftext|>", **arguments)
+
+
 def test_bad_arguments_are_refused_as_tiktoken_refuses_them(ours, theirs):
     with pytest.raises(TypeError):
         theirs.encode("hi", allowed_special=EOT)
