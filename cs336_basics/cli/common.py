@@ -80,7 +80,7 @@ def add_corpus_options(parser: argparse.ArgumentParser, dask: bool = True) -> No
                         help="the JSON field or Parquet column holding the text (default: text)")
     if dask:
         parser.add_argument("--dask-scheduler", metavar="ADDRESS",
-                            help="run on the Dask cluster with this scheduler (e.g. tcp://10.0.0.5:8786)")
+                            help="run on the Dask cluster with this scheduler (e.g. tcp://scheduler:8786)")
 
 
 def add_tokenizer_option(parser: argparse.ArgumentParser, help: str, *, required: bool = True,
@@ -127,6 +127,32 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+# More processes than any machine has cores: past this, --workers is a slip (10**30 would fork a
+# process per byte of a small corpus, or overflow a semaphore), not a wish.
+MAX_WORKERS = 1024
+
+
+def worker_count(text: str) -> int:
+    """An argument type, the one of every --workers: a whole number from 1 to `MAX_WORKERS`."""
+    value = positive_int(text)
+    if value > MAX_WORKERS:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_WORKERS} processes, got {value} (this machine "
+                                         f"has {cores} cores)")
+    return value
+
+
+def port_number(text: str) -> int:
+    """An argument type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 (any free one) to 65535, got {value}")
     return value
 
 
@@ -179,8 +205,9 @@ def readable_file(path: Path) -> Path:
     return path
 
 
-def corpus_files(inputs: list[str]) -> list:
-    """The files of the command's inputs (see `sources.resolve`)."""
+def corpus_files(inputs: list[str], outside: list[Path] = ()) -> list:
+    """The files of the command's inputs, those in the command's output folders `outside` left out
+    of folders and globs (see `sources.resolve`)."""
     for item in inputs:
         if not sources.is_url(item) and not set("*?[") & set(item):
             path = Path(item)
@@ -188,7 +215,7 @@ def corpus_files(inputs: list[str]) -> list:
                 raise CommandError(f"input file not found: {path}")
             if not path.is_dir() and not os.access(path, os.R_OK):
                 raise CommandError(f"input file is not readable: {path}")
-    return sources.resolve(inputs)
+    return sources.resolve(inputs, outside=outside)
 
 
 def executor(args: argparse.Namespace):
@@ -205,10 +232,18 @@ def tokenizer_files(source: str) -> list[Path]:
     return [path / n for n in names if (path / n).is_file()] if path.is_dir() else [path] if path.is_file() else []
 
 
+def refuse_folders_at(outputs: list[Path]) -> None:
+    """Refuse, before any work, to write a file where a folder stands (its rename would fail at
+    the end, after the work, naming a temporary file, with the outputs renamed before it replaced)."""
+    for path in outputs:
+        if path.is_dir():
+            raise CommandError(f"{path} is a folder, where a file is to be written: move it away or choose "
+                               "another --out")
+
+
 def refuse_outputs_among(outputs: list[Path], inputs: list) -> None:
     """Refuse, before any work, to write an output that is one of the inputs."""
-    for path in outputs:
-        sources.refuse_output_among_inputs(path, inputs)
+    sources.refuse_outputs_among_inputs(outputs, inputs)
 
 
 # --- tokenizers --------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import argparse
 from pathlib import Path
 
 from cs336_basics.cli import common
-from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size, positive_int
+from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size
 from cs336_basics.corpora import executors, sources
 from cs336_basics.errors import CommandError
 from cs336_basics.train import trainer
@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the count table's folder")
     common.add_corpus_options(p)
     common.add_special_options(p)
-    p.add_argument("--workers", type=positive_int, metavar="N",
+    p.add_argument("--workers", type=common.worker_count, metavar="N",
                    help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--piece-size", type=byte_size, metavar="SIZE",
                    help="input bytes per shard, e.g. 64M (default: the input over the workers, so one shard per "
@@ -46,8 +46,8 @@ def run_count(args: argparse.Namespace, context: RunContext) -> None:
         return
     if not args.inputs:
         raise CommandError("bpe count needs INPUT... to count (or --add TABLE... to add tables up)")
-    files = common.corpus_files(args.inputs)
-    common.refuse_outputs_among([out / table.MANIFEST], files)
+    files = common.corpus_files(args.inputs, outside=[out])
+    common.refuse_outputs_among([out], files)
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     size = sum(f.size for f in files)
     workers = args.workers or executors.default_num_workers(size)
