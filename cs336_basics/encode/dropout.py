@@ -83,9 +83,15 @@ def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, i
     tokens: list[str | None] = list(word)
     nxt = [*range(1, n), -1]
     prv = list(range(-1, n - 1))
-    # Queue entries are rank * _POSITIONS + position: ints order as (rank, position) do, and faster.
-    queue = [r * _POSITIONS + i for i, pair in enumerate(map(str.__add__, word, word[1:]))
-             if (r := rank_of(pair)) is not None]
+    # Queue entries are rank << _SHIFT | position (ints order as (rank, position) do, and faster);
+    # `current` holds, for each token, the entry of the pair it starts now (-1: none), so an entry
+    # taken from the queue is stale exactly when it is not its token's current one.
+    current = [-1] * n
+    queue = []
+    for i, pair in enumerate(map(str.__add__, word, word[1:])):
+        if (r := rank_of(pair)) is not None:
+            current[i] = entry = r << _SHIFT | i
+            queue.append(entry)
     heapq.heapify(queue)
     pop, push = heapq.heappop, heapq.heappush
     set_aside: list[int] = []
@@ -103,27 +109,32 @@ def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, i
             for skipped in set_aside:
                 push(queue, skipped)
             set_aside.clear()
-        rank, i = divmod(entry, _POSITIONS)
-        left = tokens[i]
-        j = nxt[i]
-        if left is None or j < 0 or rank_of(left + tokens[j]) != rank:
+        i = entry & _POSITION
+        if current[i] != entry:
             continue  # stale
-        new = merged[rank][1]
-        tokens[i] = new
+        j = nxt[i]
+        tokens[i] = new = merged[entry >> _SHIFT][1]
         tokens[j] = None
+        current[j] = -1
         k = nxt[i] = nxt[j]
+        current[i] = -1
         if k >= 0:
             prv[k] = i
             if (r := rank_of(new + tokens[k])) is not None:
-                push(queue, r * _POSITIONS + i)
+                current[i] = entry = r << _SHIFT | i
+                push(queue, entry)
         p = prv[i]
-        if p >= 0 and (r := rank_of(tokens[p] + new)) is not None:
-            push(queue, r * _POSITIONS + p)
+        if p >= 0:
+            current[p] = -1
+            if (r := rank_of(tokens[p] + new)) is not None:
+                current[p] = entry = r << _SHIFT | p
+                push(queue, entry)
     return "".join(filter(None, tokens)), draws
 
 
-# More than any pre-token's length in bytes (see `simulate`).
-_POSITIONS = 1 << 40
+# A queue entry's position takes its low _SHIFT bits (more than any pre-token's length in bytes).
+_SHIFT = 40
+_POSITION = (1 << _SHIFT) - 1
 
 
 class DropoutEncoder:
