@@ -48,8 +48,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="BPE-dropout: skip each merge with probability P, as Hugging Face's BPE(dropout=P) "
                         "(ours only, never tiktoken; a .npy output)")
     p.add_argument("--seed", type=_seed, metavar="S",
-                   help="--dropout: the seed (default: a random one); the same seed gives the same array "
-                        "whatever --workers")
+                   help="--dropout: the seed, or without it a random one, which the summary prints; the same "
+                        "seed gives the same array whatever --workers")
     common.add_special_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_encode)
