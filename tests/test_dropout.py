@@ -299,3 +299,12 @@ def test_each_work_unit_draws_its_own_stream(tmp_path, tok):
     first, second = ids[: ids.index(eot)], ids[ids.index(eot) + 1 :]
     assert tok.decode(first) == tok.decode(second) == text
     assert first != second  # the same text in two units, not the same draws
+
+
+def test_a_dataset_directory_refuses_a_dropout_choice(tmp_path, tok):
+    choice = engines.choose(tok, "auto", dropout=0.1, seed=1)
+    with pytest.raises(ValueError, match="BPE-dropout writes token arrays"):
+        tok.encode_dataset(FIXTURES_PATH / "german.txt", tmp_path / "ds", engine=choice)
+    with pytest.raises(ValueError, match="BPE-dropout writes token arrays"):
+        tok.encode_dataset_from_iterator(["a text"], tmp_path / "ds2", engine=choice)
+    assert not (tmp_path / "ds").exists() and not (tmp_path / "ds2").exists()
