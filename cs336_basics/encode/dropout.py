@@ -44,7 +44,7 @@ Seed = int | Sequence[int] | None  # a seed, or a sequence of non-negative ints 
 
 # Pre-token occurrences per block of randomness (see the module docstring).
 BLOCK = 1 << 13
-# Outcomes of drops kept before they are dropped at once (and distinct pre-tokens, before all is).
+# Outcomes of drops kept before they are dropped at once (and pre-tokens or keys, before all is).
 _MAX_KEPT = 1 << 20
 
 
@@ -198,7 +198,7 @@ class DropoutEncoder:
         `dropout`, drawing from `stream`."""
         import numpy as np
 
-        if len(self._plain) > _MAX_KEPT:
+        if len(self._plain) > _MAX_KEPT or len(self._keys) > _MAX_KEPT:
             self._clear()
         elif len(self._outcomes) > _MAX_KEPT:
             self._outcomes.clear()
