@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
 from cs336_basics.encode import engines
-from cs336_basics.encode.dropout import simulate
+from cs336_basics.encode.dropout import draws_with_stale_dropped, simulate
 from cs336_basics.encode.encoder import build_merge_table, merge_chars
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
@@ -60,13 +60,18 @@ def test_dropout_zero_is_encode_exactly(tok, text, seed):
 
 
 @settings(max_examples=200)
-@given(word=st.binary(min_size=1, max_size=40))
+@given(word=st.binary(min_size=1, max_size=40) | st.text("abcdefghilmnorstu ", min_size=1, max_size=30).map(str.encode))
 def test_the_replay_without_drops_is_bpe(tok, word):
     table = build_merge_table(tok.vocab, tok.merges)
     chars = word.decode("latin-1").translate(table.byte_chars)
     tokens, draws = simulate(chars, (), table)
     assert tokens == merge_chars(chars, table)
     assert draws >= len(chars) - len(tokens)  # at least one draw for each merge made
+    # Dropping one stale entry changes nothing but the number of draws (the shortcut `_sampled` takes).
+    stale: list[int] = []
+    assert simulate(chars, (), table, stale) == (tokens, draws)
+    for k in stale:
+        assert simulate(chars, (k,), table) == (tokens, draws_with_stale_dropped(draws, k))
 
 
 # --- the exact distribution ------------------------------------------------------------------------

@@ -73,10 +73,11 @@ def randomness(dropout: float, seed: "int | Sequence[int] | None") -> "tuple[()]
     return (dropout, Stream(key, dropout)) if dropout else ()
 
 
-def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, int]:
+def simulate(word: str, drops: Sequence[int], table: MergeTable, stale: "list[int] | None" = None) -> tuple[str, int]:
     """Hugging Face's dropout BPE of one pre-token (bytes as id-characters, see `encoder`) where the
     draws numbered in `drops` (1-based, increasing) drop and every other draw keeps: (its tokens as
-    id-characters, the number of draws made). See the module docstring."""
+    id-characters, the number of draws made). See the module docstring. The numbers of the draws
+    of stale entries that are kept are appended to `stale` when given."""
     rank_of = table.pair_rank.get
     merged = table.merged
     n = len(word)
@@ -111,7 +112,9 @@ def simulate(word: str, drops: Sequence[int], table: MergeTable) -> tuple[str, i
             set_aside.clear()
         i = entry & _POSITION
         if current[i] != entry:
-            continue  # stale
+            if stale is not None:
+                stale.append(draws)
+            continue
         j = nxt[i]
         tokens[i] = new = merged[entry >> _SHIFT][1]
         tokens[j] = None
@@ -165,17 +168,20 @@ class DropoutEncoder:
         self._keys: dict[str, tuple[int, ...]] = {}  # key -> its pre-tokens' numbers
         self._outcomes: dict[tuple, tuple[int, bytes]] = {}  # (number, drops) -> (draws, ids)
         self._plain: list[bytes] = []  # by number: the ids of plain BPE
+        self._stale: list[frozenset[int]] = []  # by number: the draws of stale entries in plain BPE
 
     def _number(self, piece: str) -> int:
         number = len(self._chars)
         fixed = self._fixed.get(piece)
+        stale: list[int] = []
         if fixed is not None:
             chars, plain, draws = "", fixed, 0
         else:
             raw = piece if piece.isascii() else piece.encode("utf-8").decode("latin-1")
             chars = raw.translate(self._table.byte_chars)
-            tokens, draws = simulate(chars, (), self._table)
+            tokens, draws = simulate(chars, (), self._table, stale)
             plain = tokens.encode(self._codec, "surrogatepass")
+        self._stale.append(frozenset(stale))
         self._words[piece] = number
         self._chars.append(chars)
         self._plain.append(plain)
@@ -229,13 +235,22 @@ class DropoutEncoder:
         while True:
             key = (number, drops)
             outcome = outcomes.get(key)
-            if outcome is None:
+            if outcome is None and len(drops) == 1 and first in self._stale[number]:
+                outcome = (draws_with_stale_dropped(int(self._pops[number]), first), self._plain[number])
+            elif outcome is None:
                 tokens, draws = simulate(self._chars[number], drops, self._table)
                 outcome = outcomes[key] = (draws, tokens.encode(self._codec, "surrogatepass"))
             at += gaps.next_gap()
             if at > outcome[0]:
                 return outcome[1]
             drops = (*drops, at)
+
+
+def draws_with_stale_dropped(plain_draws: int, first: int) -> int:
+    """The draws of a pre-token's BPE when the only one that drops is number `first`, a stale entry's
+    in its plain BPE of `plain_draws` draws: the entry comes back when the next draw keeps and is
+    taken once more (unless it was the last), and the tokens are the plain ones."""
+    return plain_draws + (first < plain_draws)
 
 
 def _grown(array: "np.ndarray", fill) -> "np.ndarray":
