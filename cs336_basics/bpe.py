@@ -52,7 +52,10 @@ def train_bpe(
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
-    superword_from: int | None = None,
+    superword_from: int | bool | None = None,
+    superword_pattern: str | None = None,
+    superword_max_words: int | None = None,
+    superword_colon_rule: bool | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -83,14 +86,21 @@ def train_bpe(
     `Tokenizer`, a folder, a tokenizer.json, a .tiktoken file or a pretrained name) keeps every id,
     merge and special token of that tokenizer, forces its merges first and adds the merges learned
     here, with the next free ids, until `vocab_size`; its pattern is the default (another is
-    refused). `superword_from` (SuperBPE's transition, a vocabulary size) trains to that size as
-    usual, then counts the corpus again with the "superbpe" pattern, which does not cut at spaces,
-    forces the merges so far and goes on: the tokenizer is then used with pattern "superbpe".
+    refused). `superword_from` (SuperBPE's transition, a vocabulary size; True: `start_from`'s
+    size) trains to that size as usual, then counts the corpus again with the stage-2 pattern
+    `superword_pattern`, which does not cut at spaces, forces the merges so far and goes on: the
+    tokenizer is then used with that pattern (`patterns.superword_pattern(superword_pattern)`).
+    By default SuperBPE as its authors release it: pattern "superbpe", and no stage-2 merge whose
+    token holds more than `superword_max_words` (4; 0: no limit) words or, with
+    `superword_colon_rule` (on), a colon followed by a space: such a pair is passed over. Pattern
+    "superbpe-v1" is the preprint's recipe, its limits off unless given. A `superword_pattern`
+    that is not a name is a regex read as a Hugging Face Split with behavior Isolated.
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
-        start_from=_definition(start_from), superword_from=superword_from,
+        start_from=_definition(start_from), superword_from=superword_from, superword_pattern=superword_pattern,
+        superword_max_words=superword_max_words, superword_colon_rule=superword_colon_rule,
     )
 
 
