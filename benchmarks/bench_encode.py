@@ -42,7 +42,7 @@ before a special token (the anchor), two processes each running tiktoken on half
 best two workers could do), and encode_file with each engine of --engines (python, tiktoken, auto)
 and each worker count of --file-workers. The engine is chosen before the clock starts and its cost
 is printed apart. Each array is checked once against tiktoken's ids, block by block. The table
-gives each median's ratio to both anchors: every ratio the README's table shows, from one run:
+gives each median's ratio to both anchors: every ratio docs/performance.md's table shows, from one run:
 
     uv run python benchmarks/bench_encode.py code128.txt --runs 3 --file-workers 2 --file-only --engines python,tiktoken
 

@@ -1,5 +1,5 @@
 """The library's own errors, in one place: what a user can mend or must know, each ending `bpe` with
-one line (`bpe: ...`) and the exit status README's table gives.
+one line (`bpe: ...`) and the exit status docs/cli.md's table gives.
 
 Every class here derives from `BpeError` and also from the built-in error a caller would catch
 without knowing ours (a timed-out pattern is a `ValueError`, a missing extra an `ImportError`), so

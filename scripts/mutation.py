@@ -1,4 +1,4 @@
-"""Mutation testing of the core modules with mutmut (not part of CI; see README.md).
+"""Mutation testing of the core modules with mutmut (not part of CI; see docs/architecture.md).
 
     uv run --group mutation python scripts/mutation.py [--children 2] [--examples 10] [MUTANT_GLOB ...]
     uv run --group mutation python scripts/mutation.py --modules corpora/executors.py --tests tests/test_sources.py

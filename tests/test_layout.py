@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cs336_basics"
 
-# What each package may import of ours (README's Layout section says the same).
+# What each package may import of ours (docs/architecture.md, Layout, says the same).
 # `errors` (one module, importing nothing of ours) holds the errors every package raises.
 ALLOWED = {
     "errors": set(),
@@ -210,7 +210,7 @@ def test_the_module_checks_see_what_they_claim(tmp_path, monkeypatch):
 
 # --- sizes ------------------------------------------------------------------------------------------
 
-# The sizes README's Layout section gives: a module a newcomer can read through, a face that stays small.
+# The sizes docs/architecture.md's Layout section gives: a module a newcomer can read through, a face that stays small.
 MAX_MODULE_LINES, MAX_FACE_MODULE_LINES, MAX_FUNCTION_LINES, MAX_TOKENIZER_LINES = 650, 400, 100, 250
 
 

@@ -233,7 +233,7 @@ def test_merge_log_reads_the_same_with_ours_csv_and_pandas(tmp_path, merges, occ
     assert [(r["left"], r["right"], r["token"]) for r in rows] == expected
     assert [r["count"] for r in rows[len(rows) - len(merges):]] == [str(c) for c, _ in log.steps]
 
-    # The call README gives: missing-value markers stay text, empty cells are missing.
+    # The call docs/looking-inside.md gives: missing-value markers stay text, empty cells are missing.
     table = pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""])
     assert list(table.columns) == (COLUMNS + ["occurrences"] if occurrences else COLUMNS)
     assert len(table) == len(expected)

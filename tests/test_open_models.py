@@ -374,7 +374,7 @@ def test_the_characters_normalized_otherwise_are_exactly_those_tokenizers_disagr
 def test_deepseek_pre_tokens_equal_tokenizers_on_every_assigned_character(deepseek):
     """Every character Python's tables know, each next to the others (so every class boundary
     shows), through DeepSeek's Split regexes in both engines. (Characters they do not know can
-    belong to other classes in the `regex` package than in Oniguruma: see README.)"""
+    belong to other classes in the `regex` package than in Oniguruma: see docs/pretrained.md.)"""
     import unicodedata
 
     ours, hf, _ = deepseek

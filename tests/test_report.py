@@ -63,7 +63,7 @@ def test_vocab_lists_every_token_with_its_merge_and_count(trained, capsys):
 
 def test_vocab_reads_back_with_pandas_and_csv_whatever_the_tokens_hold(tmp_path, capsys):
     """Tokens that are a quote, a missing-value word of pandas, or special tokens holding a tab, a quote
-    and a line break come back as written, read with `csv` and with pandas as README says."""
+    and a line break come back as written, read with `csv` and with pandas as docs/looking-inside.md says."""
     pandas = pytest.importorskip("pandas")
     vocab = {i: bytes([i]) for i in range(256)}
     merges = [(b"N", b"A"), (b'"', b'"'), (b"n", b"u"), (b"nu", b"l"), (b"nul", b"l")]

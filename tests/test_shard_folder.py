@@ -41,7 +41,8 @@ def corpus(tmp_path) -> Path:
 def write(kind: str, tokenizer, corpus: Path, folder: Path, **options) -> int:
     """Write `corpus` into `folder` as a count table or a dataset; how many shards were kept."""
     if kind == "count table":
-        return count_writer.count_corpus([corpus], folder, special_tokens=[SPECIAL], piece_size=1000,
+        return count_writer.count_corpus([corpus], folder, special_tokens=[SPECIAL],
+                                         piece_size=count_writer.MIN_PIECE_SIZE,
                                          **options).reused_shards
     return tokenizer.encode_dataset(corpus, folder, shard_size=600, num_workers=1, **options).reused_shards
 

@@ -28,8 +28,8 @@ is a number of bytes, with K, M or G for 2**10, 2**20 or 2**30 of them (4096, 64
 spellings (`bpe vocab DIR`, `bpe report DIR`, `bpe convert SRC --to`, `bpe count --merge`) still
 work, hidden from --help.
 
-Every failure ends the command with one line on stderr (`bpe: ...`) and the exit status README's
-table gives: 1 for an error, 2 for words that do not parse; Ctrl-C and SIGTERM leave no partly
+Every failure ends the command with one line on stderr (`bpe: ...`) and the exit status
+docs/cli.md's table gives: 1 for an error, 2 for words that do not parse; Ctrl-C and SIGTERM leave no partly
 written output (and no temporary file) and exit with 130 and 143.
 
 Each command is a module of this package (`train`; `encode` with decode and inspect; `stats` with

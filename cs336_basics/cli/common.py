@@ -80,7 +80,7 @@ def add_corpus_options(parser: argparse.ArgumentParser, dask: bool = True) -> No
                         help="the JSON field or Parquet column holding the text (default: text)")
     if dask:
         parser.add_argument("--dask-scheduler", metavar="ADDRESS",
-                            help="run on the Dask cluster with this scheduler (e.g. tcp://10.0.0.5:8786)")
+                            help="run on the Dask cluster with this scheduler (e.g. tcp://scheduler:8786)")
 
 
 def add_tokenizer_option(parser: argparse.ArgumentParser, help: str, *, required: bool = True,
@@ -179,8 +179,9 @@ def readable_file(path: Path) -> Path:
     return path
 
 
-def corpus_files(inputs: list[str]) -> list:
-    """The files of the command's inputs (see `sources.resolve`)."""
+def corpus_files(inputs: list[str], outside: list[Path] = ()) -> list:
+    """The files of the command's inputs, those in the command's output folders `outside` left out
+    of folders and globs (see `sources.resolve`)."""
     for item in inputs:
         if not sources.is_url(item) and not set("*?[") & set(item):
             path = Path(item)
@@ -188,7 +189,7 @@ def corpus_files(inputs: list[str]) -> list:
                 raise CommandError(f"input file not found: {path}")
             if not path.is_dir() and not os.access(path, os.R_OK):
                 raise CommandError(f"input file is not readable: {path}")
-    return sources.resolve(inputs)
+    return sources.resolve(inputs, outside=outside)
 
 
 def executor(args: argparse.Namespace):
@@ -207,8 +208,7 @@ def tokenizer_files(source: str) -> list[Path]:
 
 def refuse_outputs_among(outputs: list[Path], inputs: list) -> None:
     """Refuse, before any work, to write an output that is one of the inputs."""
-    for path in outputs:
-        sources.refuse_output_among_inputs(path, inputs)
+    sources.refuse_outputs_among_inputs(outputs, inputs)
 
 
 # --- tokenizers --------------------------------------------------------------------------------------

@@ -46,8 +46,8 @@ def run_count(args: argparse.Namespace, context: RunContext) -> None:
         return
     if not args.inputs:
         raise CommandError("bpe count needs INPUT... to count (or --add TABLE... to add tables up)")
-    files = common.corpus_files(args.inputs)
-    common.refuse_outputs_among([out / table.MANIFEST], files)
+    files = common.corpus_files(args.inputs, outside=[out])
+    common.refuse_outputs_among([out], files)
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     size = sum(f.size for f in files)
     workers = args.workers or executors.default_num_workers(size)

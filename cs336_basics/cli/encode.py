@@ -169,8 +169,8 @@ def _encode_dataset(args: argparse.Namespace, context: RunContext, tokenizer: To
 def _encode_format(args: argparse.Namespace, context: RunContext, tokenizer: Tokenizer, files: list) -> None:
     """`bpe encode ... --format megatron|llmc --out PREFIX`: through a hidden dataset directory beside
     the prefix, resumed if started (see `datasets.convert.write_format`)."""
-    from cs336_basics.datasets.convert import write_format
-    from cs336_basics.formats import llmc, megatron
+    from cs336_basics.datasets.convert import output_paths, work_directory, write_format
+    from cs336_basics.formats import llmc
 
     if sources.is_url(args.out):
         raise CommandError(f"--format {args.format} writes local files; --out {args.out} is a URL "
@@ -180,8 +180,8 @@ def _encode_format(args: argparse.Namespace, context: RunContext, tokenizer: Tok
         raise CommandError(f"--out {args.out}: give a prefix such as data/{args.format}/train, a folder and a "
                            f"name without an ending (--format {args.format} adds the files' endings)")
     common.writable_dir(out.parent)
-    outputs = list(megatron.paths(out)) if args.format == "megatron" else [llmc.shard_path(out, 0)]
-    common.refuse_outputs_among(outputs, files)
+    outputs = output_paths(out, args.format)
+    common.refuse_outputs_among([*outputs, work_directory(out)], files)
     context.watch(*outputs)
     total_bytes, workers, engine = _encode_settings(args, tokenizer, files)
     started = time.perf_counter()

@@ -106,7 +106,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
         raise common.CommandError("--superword-from counts the corpus again with SuperBPE's pattern: give the "
                                   "corpus (INPUT...), not --counts")
     inputs = [args.counts] if args.counts else args.inputs or [str(bundled_corpus())]
-    files = [] if args.counts else common.corpus_files(inputs)
+    files = [] if args.counts else common.corpus_files(inputs, outside=[Path(args.out)])
     counted = counted_with(args.counts) if args.counts else (None, None)  # a table's special tokens and pattern
     start = _start_from(args.start_from, args.pattern) if args.start_from else None
     given = args.special_token if args.special_token is not None else counted[0]

@@ -204,7 +204,7 @@ def result_of(future: Future, on_wait: Callable[[], None] | None = None):
 
 @contextlib.contextmanager
 def dask_executor(address: str, *, timeout: float | None = None):
-    """An executor on the Dask cluster whose scheduler is at `address` (e.g. tcp://10.0.0.5:8786);
+    """An executor on the Dask cluster whose scheduler is at `address` (e.g. tcp://scheduler:8786);
     `timeout` seconds to connect (default: Dask's `distributed.comm.timeouts.connect`)."""
     try:
         from distributed import Client

@@ -105,33 +105,49 @@ def refuse_output_among_inputs(output: str | os.PathLike, inputs) -> None:
     Every writer calls this before it starts (`encode_files`, `bpe encode`, `bpe train`), so that
     `bpe encode X.txt --out X.txt` is refused instead of replacing the corpus with its token array.
     """
-    output = os.fspath(output)
-    out_real = output if is_url(output) else os.path.realpath(output)
-    seen = set()
+    refuse_outputs_among_inputs([output], inputs)
+
+
+def refuse_outputs_among_inputs(outputs, inputs) -> None:
+    """`refuse_output_among_inputs` for each of `outputs` (every file a write may create, replace or
+    remove), each input looked at once: a dataset's thousands of files against an llm.c prefix's
+    shards cost their sum, not their product."""
+    same: dict = {}  # an input's real path (a URL as written) and its (device, inode): the input
+    holding: dict[str, str] = {}  # each folder above an input: the first input it holds
     for item in inputs:
         path = os.fspath(getattr(item, "path", item))
-        if path in seen:
-            continue
-        seen.add(path)
-        if is_url(path) or is_url(output):
-            same, inside = path == output, path.startswith(output.rstrip("/") + "/")
-        else:
-            real = os.path.realpath(path)
-            same = real == out_real or _same_file(path, output)
-            inside = real.startswith(out_real.rstrip(os.sep) + os.sep)
-        if same:
-            raise ValueError(f"the output {output} is the input {path}: writing it would destroy the input; "
+        real = path if is_url(path) else os.path.realpath(path)
+        same.setdefault(real, path)
+        if not is_url(path) and (identity := _identity(path)) is not None:
+            same.setdefault(identity, path)
+        sep = "/" if is_url(path) else os.sep
+        folder = real.rstrip(sep)
+        while folder:  # up to the root, whose key is ""
+            folder = folder.rpartition(sep)[0]
+            if folder in holding:
+                break
+            holding[folder] = path
+    for output in outputs:
+        output = os.fspath(output)
+        url = is_url(output)
+        real = output if url else os.path.realpath(output)
+        found = same.get(real) or (None if url else same.get(_identity(output)))
+        if found is not None:
+            raise ValueError(f"the output {output} is the input {found}: writing it would destroy the input; "
                              "name another output")
-        if inside:
-            raise ValueError(f"the output {output} holds the input {path}: writing it could destroy the input; "
+        found = holding.get(real.rstrip("/" if url else os.sep))
+        if found is not None:
+            raise ValueError(f"the output {output} holds the input {found}: writing it could destroy the input; "
                              "name an output outside the inputs")
 
 
-def _same_file(a: str, b: str) -> bool:
+def _identity(path: str) -> tuple[int, int] | None:
+    """The (device, inode) of the file at `path`, through links; None when there is none."""
     try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet)
-        return False
+        st = os.stat(path)
+    except OSError:  # it does not exist (yet)
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _format_of(name: str, *, explicit: bool) -> tuple[str, str | None] | None:
@@ -152,22 +168,38 @@ def _format_of(name: str, *, explicit: bool) -> tuple[str, str | None] | None:
     return None
 
 
-def resolve(spec) -> list[Source]:
+def resolve(spec, *, outside: Sequence[str | os.PathLike] = ()) -> list[Source]:
     """The files of an input spec, in order: a file, a folder (its supported files, recursively,
     in sorted order, skipping hidden ones), a glob (matches in sorted order), a `scheme://` URL of
     any of these (with `fsspec`), or a list of these. Raises the OS error for a missing file, FileNotFoundError for a
-    folder or glob with no supported file."""
+    folder or glob with no supported file.
+
+    `outside`: the folders a command writes. A folder or glob leaves out what lies in them, so
+    that an output folder inside an input folder is never read as input (`bpe count dir/ --out
+    dir/counts` run twice counts `dir` twice alike); a file named on its own is kept, for
+    `refuse_output_among_inputs` to refuse."""
     items = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     if not items:
         raise ValueError("no input files given")
+    outputs = [os.fspath(o) for o in outside]
     sources: list[Source] = []
     for item in items:
         if not isinstance(item, (str, os.PathLike)):
             raise ValueError(f"an input must be a path or URL string, got {item!r}")
         item = os.fspath(item)
         found = _resolve_url(item) if is_url(item) else _resolve_local(item)
+        if outputs and (len(found) != 1 or found[0].path != item):  # a folder or a glob
+            # (all of them in an output: kept, so that the refusal names one, not "no supported files")
+            found = [f for f in found if not any(_inside(f.path, o) for o in outputs)] or found
         sources.extend(found)
     return sources
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether `path` lies in `folder` (through links, for local paths; as written, for URLs)."""
+    if is_url(path) or is_url(folder):
+        return path.startswith(folder.rstrip("/") + "/")
+    return os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep)
 
 
 def _resolve_local(item: str) -> list[Source]:

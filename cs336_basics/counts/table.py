@@ -144,6 +144,8 @@ def read_shard(path: Path, entry: dict | None = None) -> tuple[list[bytes], list
     counts = counts_col.to_pylist()
     if counts and min(counts) < 0:
         raise ValueError(f"{path}: a count is negative ({min(counts)})")
+    if counts and max(counts) > INT64_MAX:  # an unsigned column written elsewhere
+        raise ValueError(f"{path}: the count {max(counts)} does not fit in 64 bits")
     return words, counts
 
 
@@ -169,9 +171,13 @@ def read_manifest(folder: Path) -> dict:
     if (not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in shards)
             or not isinstance(manifest.get("pattern"), str) or not isinstance(manifest.get("special_tokens"), list)):
         raise ValueError(f"{path}: a count table's manifest lists its pattern, special tokens and shards")
+    seen = set()
     for entry in shards:
         if "/" in entry["name"] or "\\" in entry["name"] or entry["name"].startswith("."):
             raise ValueError(f"{path}: shard name {entry['name']!r} is not a file in the table's folder")
+        if entry["name"] in seen:
+            raise ValueError(f"{path}: the shard {entry['name']} is listed twice; its counts would be added twice")
+        seen.add(entry["name"])
     return manifest
 
 
@@ -188,19 +194,40 @@ def manifest_text(head: dict, entries: list[dict]) -> str:
 
 
 def read_table(folder: Path) -> Counts:
-    """The counts of the table in `folder`, each shard checked against the manifest."""
+    """The counts of the table in `folder`: each shard checked against its manifest entry (its size
+    and sha256, and what the entry says it holds), the manifest's totals against the shards' sum,
+    and a pre-token's rows added up wherever they are (also two rows of one shard)."""
     manifest = read_manifest(folder)
     total: dict[bytes, int] = {}
+    get = total.get
+    held = []
     for entry in manifest["shards"]:
         words, counts = read_shard(folder / entry["name"], entry)
-        if not total:
-            total = dict(zip(words, counts))
-            continue
-        get = total.get
         for word, n in zip(words, counts):
             total[word] = get(word, 0) + n
+        held.append({**entry, "rows": len(words), "occurrences": sum(counts),
+                     "pretoken_bytes": sum(len(w) * n for w, n in zip(words, counts))})
+    _check_totals(folder / MANIFEST, manifest, held)
     return Counts(total, manifest["pattern"], list(manifest["special_tokens"]),
                   manifest.get("totals", {}).get("input_bytes"))
+
+
+def _check_totals(path: Path, manifest: dict, held: list[dict]) -> None:
+    """ValueError naming `path` when an entry says other than its shard holds (`held`: the entries
+    with what was read) or the manifest's totals are not the sum of its shards (a shard left out,
+    or totals edited). What a manifest written elsewhere leaves out is not checked."""
+    for entry, read in zip(manifest["shards"], held):
+        for key in ("rows", "occurrences", "pretoken_bytes"):
+            if key in entry and entry[key] != read[key]:
+                raise ValueError(f"{path}: the shard {entry['name']} holds {read[key]} {key.replace('_', ' ')}, "
+                                 f"its entry says {entry[key]}; count the corpus again")
+    listed = manifest.get("totals")
+    if not isinstance(listed, dict):
+        return
+    for key, value in totals(held).items():
+        if key in listed and listed[key] != value and (key == "shards" or all(key in e for e in held)):
+            raise ValueError(f"{path}: the totals say {listed[key]} {key.replace('_', ' ')}, the shards it lists "
+                             f"hold {value} (a shard left out, or the manifest edited); count the corpus again")
 
 
 _ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([\\tnr]))")

@@ -29,6 +29,10 @@ from cs336_basics.train import counting
 
 # A count table's largest piece (see `shard_folder.default_piece_size`): its pieces are its shards.
 LARGEST_PIECE = 1 << 30
+# The smallest piece one may ask for: each piece is a shard, a Parquet file of some 800 bytes
+# however little it holds, so a smaller one makes a table larger than its text (and -1 or 1 makes a
+# shard for every byte). The default is never below `shard_folder.MIN_PIECE_SIZE` (1 MiB).
+MIN_PIECE_SIZE = 1 << 10
 
 
 def _shard_files(entry: dict) -> list[tuple[str, object, object]]:
@@ -90,23 +94,32 @@ def count_corpus(
 
     Run again after a stop it counts only what is missing; a folder holding a table of other
     settings (inputs, pattern, special tokens, piece size) is refused, naming what changed, unless
-    `overwrite`. `piece_size` (bytes per shard) defaults to that of the unfinished table being
-    resumed, else `default_piece_size`. `on_progress(bytes_done)` is called as shards finish.
-    `files`: `sources.resolve(inputs)`, when the caller has it already.
+    `overwrite`. `piece_size` (bytes per shard, at least `MIN_PIECE_SIZE`) defaults to that of the
+    unfinished table being resumed, else `default_piece_size`. `on_progress(bytes_done)` is called
+    as shards finish. `files`: `sources.resolve(inputs, outside=[directory])`, when the caller has
+    it already. The table's folder is never read as input, and an input in it is refused.
     """
+    if piece_size is not None:
+        if isinstance(piece_size, bool) or not isinstance(piece_size, int):
+            raise TypeError(f"piece_size must be a whole number of bytes or None, got {piece_size!r}")
+        if piece_size < MIN_PIECE_SIZE:
+            raise ValueError(f"a piece size of {piece_size} bytes is below the floor: a count table's pieces are at "
+                             f"least {MIN_PIECE_SIZE} bytes (1 KiB; each is a shard, a Parquet file of some 800 bytes "
+                             "however little it holds); leave it out for the default")
     special_tokens = validate_special_tokens(special_tokens)
     pattern = patterns.canonical(pattern)
-    files = sources.resolve(inputs) if files is None else list(files)
+    files = sources.resolve(inputs, outside=[directory]) if files is None else list(files)
+    sources.refuse_output_among_inputs(directory, files)
     size = sum(f.size for f in files)
     width = num_workers if executor is None else executors.executor_width(executor, num_workers)
     head = {
         "format": table.FORMAT, "version": table.VERSION, "pattern": pattern, "special_tokens": special_tokens,
-        "text_field": text_field, "piece_size": piece_size or default_piece_size(size, width),
+        "text_field": text_field, "piece_size": piece_size if piece_size is not None else default_piece_size(size, width),
         "inputs": [{"path": f.path, "size": f.size,
                     "mtime_ns": None if sources.is_url(f.path) else os.stat(f.path).st_mtime_ns} for f in files],
     }
     target = ShardFolder(directory, COUNT_TABLE)
-    with target.opened(head, overwrite=overwrite, adopt=() if piece_size else ("piece_size",),
+    with target.opened(head, overwrite=overwrite, adopt=() if piece_size is not None else ("piece_size",),
                        anew="pass --overwrite (overwrite=True) to count it anew, or write to another folder") as opened:
         return _count(files, target, opened.head, opened.listed, num_workers, executor, on_progress)
 

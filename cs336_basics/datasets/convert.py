@@ -28,6 +28,7 @@ from typing import NamedTuple, TypeVar
 
 import numpy as np
 
+from cs336_basics.corpora import sources
 from cs336_basics.datasets.loader import TokenDataset
 from cs336_basics.errors import BpeError
 from cs336_basics.formats import llmc, megatron
@@ -61,11 +62,12 @@ def convert_dataset(
     `on_progress(tokens_done)` is called after each shard. Raises ValueError naming every shard
     that disagrees with the manifest, before anything is written in place.
     """
-    if format not in FORMATS:
-        raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(FORMATS)}")
+    _check_options(format, shard_tokens)
     dataset = TokenDataset(directory)
     if dataset.kind != "directory":
         raise ValueError(f"{directory}: not a dataset directory (convert reads what `bpe encode --out DIR/` writes)")
+    own_files = [p for p in Path(directory).rglob("*") if p.is_file()]
+    sources.refuse_outputs_among_inputs(output_paths(out, format), own_files)
     separator = None
     if append_separator:
         separator = (dataset.manifest.get("tokenizer") or {}).get("separator_id")
@@ -79,6 +81,24 @@ def convert_dataset(
     # the output, never the temporary files that stand for it.
     with folders_for([first_file]), final_names(out):
         return _convert(dataset, out, format, shard_tokens, separator, on_progress)
+
+
+def output_paths(out: str | os.PathLike, format: str) -> list[Path]:
+    """Every file a write of `format` at the prefix `out` may create, replace or remove, for a caller
+    to check against its inputs (`sources.refuse_output_among_inputs`): `OUT.bin` and `OUT.idx`;
+    or `OUT_000000.bin` and every file there now named as a shard of `OUT` (a write removes those
+    numbered past its last)."""
+    if format == "megatron":
+        return list(megatron.paths(out))
+    return list(dict.fromkeys([llmc.shard_path(out, 0), *llmc.shard_paths_there(out)]))
+
+
+def _check_options(format: str, shard_tokens: int) -> None:
+    """Refuse, before any work, a format or shard size that cannot be written."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(FORMATS)}")
+    if format == "llmc":
+        llmc.check_shard_tokens(shard_tokens)
 
 
 def _convert(dataset: TokenDataset, out, format: str, shard_tokens: int, separator: int | None,
@@ -148,10 +168,9 @@ def write_format(
 
     `on_converting(tokens_done, tokens)` reports the conversion. A stop (Ctrl-C, an error, a kill)
     leaves the hidden folder for the next run with the same arguments to resume; errors name `out`,
-    never that folder.
+    never that folder. Options that cannot be written are refused before anything is.
     """
-    if format not in FORMATS:
-        raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(FORMATS)}")
+    _check_options(format, shard_tokens)
     out = Path(out)
     work = work_directory(out)
     with _naming(work, f"{out} (its unfinished run)"):

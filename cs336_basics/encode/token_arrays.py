@@ -325,7 +325,7 @@ def _encode_into(tokenizer: TokenizerLike, units, output_path: Path, num_workers
     wrote_a_document = False
     last = b""  # the last id written, as bytes
     # The ids go after room for the header, which is written once their number is known.
-    with staged.replacing(output_path) as out:
+    with staged.replacing(output_path, leftovers=True) as out:
         with contextlib.ExitStack() as workers:
             out.write(b"\0" * HEADER_BYTES)
             if executor is None and num_workers <= 1:

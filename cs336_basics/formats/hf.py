@@ -315,7 +315,7 @@ def _pattern_of(steps: list[dict], normalizers: list[str], ignore_merges: bool,
             # back with it: the same pre-tokens wherever the regex matches every character, and a
             # refusal naming the offset where it does not (Hugging Face keeps such text as pieces).
             # A regex Oniguruma reads otherwise (`pipelines.engine_difference`) has the `regex`
-            # package's meaning here, which README says may differ.
+            # package's meaning here, which docs/pretrained.md says may differ.
             return pipelines.from_oniguruma(step["regex"], source)
     try:
         return pipelines.make_spec(normalizers, steps, ignore_merges=ignore_merges)

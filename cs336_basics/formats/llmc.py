@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cs336_basics.formats.staged import StagedFiles, StagedWriter
+from cs336_basics.formats.staged import StagedFiles, StagedWriter, remove_leftovers
 
 MAGIC = 20240520
 VERSION = 1
@@ -35,6 +35,24 @@ MAX_SHARD_TOKENS = int(np.iinfo(HEADER_DTYPE).max)
 def shard_path(prefix: str | os.PathLike, index: int) -> Path:
     """`PREFIX_000000.bin` for index 0."""
     return Path(f"{prefix}_{index:06d}.bin")
+
+
+def check_shard_tokens(shard_tokens: int) -> None:
+    """ValueError unless a shard of `shard_tokens` tokens can be written (its header counts them in
+    an int32): callers check before any work."""
+    if isinstance(shard_tokens, bool) or not isinstance(shard_tokens, int) or not 1 <= shard_tokens <= MAX_SHARD_TOKENS:
+        raise ValueError(f"llm.c shards hold 1 to {MAX_SHARD_TOKENS:,} tokens (the header counts them in an int32), "
+                         f"not {shard_tokens!r}: choose a smaller shard size (llm.c's own is {DEFAULT_SHARD_TOKENS:,})")
+
+
+def shard_paths_there(prefix: str | os.PathLike) -> list[Path]:
+    """Every file there now named as a shard of `prefix` (`PREFIX_NNNNNN.bin`, gaps or not), sorted."""
+    prefix = Path(prefix)
+    name = re.compile(re.escape(prefix.name) + r"_\d{6}\.bin")
+    folder = prefix.parent
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if name.fullmatch(p.name))
 
 
 def balanced_shard_tokens(total_tokens: int, shard_tokens: int) -> int:
@@ -61,14 +79,14 @@ class LlmcWriter(StagedWriter):
 
     The shards are written to temporary files and renamed into place when the `with` block ends
     without an error (or at `close()`); shards of an earlier write to the same prefix numbered past
-    the new last one are then deleted, so the prefix never mixes two writes' shards. An id above
-    65535 is refused (naming it) and leaves the files that were there before.
+    the new last one are then deleted, so the prefix never mixes two writes' shards, and so are the
+    temporary files of killed writes to the prefix. An id above 65535 is refused (naming it) and
+    leaves the files that were there before.
     """
 
     def __init__(self, prefix: str | os.PathLike, *, shard_tokens: int = DEFAULT_SHARD_TOKENS,
                  total_tokens: int | None = None) -> None:
-        if not 1 <= shard_tokens <= MAX_SHARD_TOKENS:
-            raise ValueError(f"shard_tokens must be between 1 and {MAX_SHARD_TOKENS}, got {shard_tokens}")
+        check_shard_tokens(shard_tokens)
         self.prefix = str(prefix)
         if total_tokens is not None:
             shard_tokens = balanced_shard_tokens(total_tokens, shard_tokens)
@@ -120,6 +138,8 @@ class LlmcWriter(StagedWriter):
         while shard_path(self.prefix, stale).is_file():
             shard_path(self.prefix, stale).unlink()
             stale += 1
+        prefix = Path(self.prefix)  # and what killed writes of more shards than this one left
+        remove_leftovers(prefix.parent, re.compile(re.escape(prefix.name) + r"_\d{6}\.bin").fullmatch)
         return self.paths
 
 

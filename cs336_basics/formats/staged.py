@@ -7,10 +7,13 @@ synced, and renamed into place: one file with `replacing` (or `replacing_remote`
 filesystem, where the rename is a copy and an object appears whole or not at all), several with
 `StagedFiles`, renamed one after another with Ctrl-C and SIGTERM held back until the last rename
 (`deferred_signals`), so only SIGKILL or a crash between two renames can leave new files beside
-old ones (`gpt2.save_vocab_and_merges` makes that detectable). Missing folders are created for the
-write and removed again if it fails (`folders_for`). The temporary files are ours, not the user's:
-an OSError raised while one is made, written, synced or renamed names the final path instead
-(`final_names`), so no message ever shows a temporary file's name.
+old ones (`gpt2.save_vocab_and_merges` makes that detectable); the temporary files such a kill
+leaves are removed by the next write of the same files that succeeds (`remove_leftovers`: a
+temporary file is locked while it is written, so one that no process holds is a leftover).
+Missing folders are created for the write and removed again if it fails (`folders_for`). The
+temporary files are ours, not the user's: an OSError raised while one is made, written, synced or
+renamed names the final path instead (`final_names`), so no message ever shows a temporary file's
+name.
 
 Holding signals back is done with Python-level handlers, not the thread's signal mask: the kernel
 hands a signal to any thread that does not block it, and the native threads that libraries start
@@ -19,13 +22,19 @@ hands a signal to any thread that does not block it, and the native threads that
 
 import contextlib
 import os
+import re
 import signal
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Self
+
+try:
+    import fcntl
+except ImportError:  # Windows: a leftover is known by its name alone
+    fcntl = None
 
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
@@ -54,13 +63,17 @@ def final_names(path: str | os.PathLike) -> Iterator[None]:
 
 
 def temp_file_beside(path: Path) -> tuple[int, str]:
-    """Create a hidden temporary file in `path`'s folder, with the permissions a new file would get.
+    """Create a hidden temporary file in `path`'s folder, with the permissions a new file would get,
+    held (flock) while it is open, so that `remove_leftovers` knows it is being written.
 
     Returns (file descriptor, temporary path). Renaming it onto `path` replaces `path` atomically.
     An OSError (a missing or read-only folder) names `path`, not the temporary file.
     """
     with final_names(path):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if fcntl is not None:
+        with contextlib.suppress(OSError):  # a filesystem without flock: no worse than before
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     umask = os.umask(0)
     os.umask(umask)
     if hasattr(os, "fchmod"):
@@ -68,15 +81,51 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+_TEMP_NAME = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")  # `.NAME.XXXXXXXX.tmp`, as `temp_file_beside` makes them
+
+
+def remove_leftovers(folder: str | os.PathLike, is_final: Callable[[str], bool]) -> list[Path]:
+    """Remove the temporary files in `folder` that stand for a final name `is_final` accepts and
+    that no write holds: what writes killed before their rename left (SIGKILL, a crash). A write
+    calls this once it has put its files in place, so a successful run leaves none of an earlier
+    run of the same output. Returns what was removed."""
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TEMP_NAME.fullmatch(name)
+        if match is None or not is_final(match.group(1)):
+            continue
+        path = Path(folder, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live write holds it
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 def _open_temp(fd: int) -> BinaryIO:
     return os.fdopen(fd, "wb")  # one place, so that a test can fill the disk
 
 
 @contextlib.contextmanager
-def replacing(path: str | os.PathLike, *, fsync: bool = True) -> Iterator[BinaryIO]:
+def replacing(path: str | os.PathLike, *, fsync: bool = True, leftovers: bool = False) -> Iterator[BinaryIO]:
     """A binary file to write (and seek in) in place of `path`: renamed onto `path` when the block
     ends without an error (flushed and synced first when `fsync`), deleted otherwise; the file
-    that was at `path` stays untouched until then."""
+    that was at `path` stays untouched until then. With `leftovers`, what killed writes of `path`
+    left is removed once it is in place (`remove_leftovers`; it reads the folder, so not for the
+    many small files of a shard folder, which removes its own)."""
     path = Path(path)
     fd, tmp = temp_file_beside(path)
     try:
@@ -88,6 +137,8 @@ def replacing(path: str | os.PathLike, *, fsync: bool = True) -> Iterator[Binary
                     os.fsync(f.fileno())
         with final_names(path):
             os.replace(tmp, path)
+        if leftovers:
+            remove_leftovers(path.parent, path.name.__eq__)
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -158,8 +209,9 @@ class StagedFiles:
     """Temporary files, each standing for a final path until `commit` renames them all.
 
     `open(path)` returns a binary file to write; `commit()` flushes, syncs and renames every one in
-    the order opened, with Ctrl-C and SIGTERM deferred until all are renamed; `abort()`, or leaving
-    a `with` block by an exception, deletes them.
+    the order opened, with Ctrl-C and SIGTERM deferred until all are renamed, then removes what
+    killed writes of the same paths left (`remove_leftovers`); `abort()`, or leaving a `with` block
+    by an exception, deletes them.
     """
 
     def __init__(self) -> None:
@@ -183,6 +235,11 @@ class StagedFiles:
                 for _, tmp, path in self._files:
                     with final_names(path):
                         os.replace(tmp, path)
+            finals: dict[Path, set[str]] = {}
+            for _, _, path in self._files:
+                finals.setdefault(path.parent, set()).add(path.name)
+            for folder, names in finals.items():
+                remove_leftovers(folder, names.__contains__)
         finally:
             self.abort()
 

@@ -1,6 +1,6 @@
 """Measuring how a tokenizer cuts text: kinds of tokens, bytes and characters per token, and the
 measures papers use (fertility, Rényi and Shannon efficiency, vocabulary use; see `TextStats` and
-README, "Measures"), with the plain-text table of `bpe stats`.
+docs/looking-inside.md, "Measures"), with the plain-text table of `bpe stats`.
 
 Bytes per token is the compression figure every command prints (`bpe train`, `encode`, `stats`,
 `report`, the live page): the UTF-8 bytes of a text divided by the number of tokens `encode` gives
@@ -70,7 +70,7 @@ class TextStats:
     """How a tokenizer cuts some text: its size in bytes, characters, tokens and whitespace-separated
     words, how many tokens each word overlaps, how often each token occurs, and kinds of tokens.
 
-    The measures papers use are properties; see README, "Measures", for their definitions and sources.
+    The measures papers use are properties; see docs/looking-inside.md, "Measures", for their definitions and sources.
     """
 
     bytes: int = 0
@@ -256,7 +256,7 @@ def on_text(text_bytes: int, tokens: int, name: str, part: str = "all") -> str:
 
 
 def measure_rows(columns: list[TextStats]) -> list[tuple[str, list[str]]]:
-    """The measures papers use, one row each, formatted for each column (see README, "Measures")."""
+    """The measures papers use, one row each, formatted for each column (see docs/looking-inside.md, "Measures")."""
     return [
         ("tokens per word (fertility)", [f"{s.fertility:.2f}" for s in columns]),
         ("words cut in 2+ tokens (%)", [f"{100 * s.split_share:.2f}" for s in columns]),

@@ -105,7 +105,7 @@ def comparison_html(name: str, texts: list[HeldOut], ours: TextStats, others: li
         "word, and the share of words cut into two or more tokens (lower is better). Rényi efficiency "
         f"(α = {RENYI_ALPHA}) and Shannon efficiency of the token distribution: its entropy over log |V| "
         "(higher: the vocabulary is used more evenly). Vocabulary use: the share of tokens that occur, and how "
-        "many of the most frequent tokens make up half of the text. See README, \"Measures\".</p>")
+        "many of the most frequent tokens make up half of the text. See docs/looking-inside.md, \"Measures\".</p>")
     rows = [(f"{name} (this one)", ours)] + [(label, s) for label, s, _ in others if s is not None]
     if len(texts) > 1:
         rows += [(f"{label} on {t.name}", one) for k, t in enumerate(texts) for label, each in per_text for one in [each[k]]]
