@@ -40,11 +40,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="SuperBPE: learn subwords up to vocabulary size T, then tokens that may span words (no T: "
                         "from the size of the --start-from tokenizer)")
     p.add_argument("--superword-pattern", metavar="NAME|REGEX",
-                   help="SuperBPE's stage-2 pre-tokenization: superbpe (the default, as its authors release it), "
-                        "superbpe-v1 (the preprint's, limits off by default), or a regex read as a Hugging Face "
-                        "Split with behavior Isolated")
+                   help="SuperBPE's stage-2 pre-tokenization: superbpe (default), as its authors release it; "
+                        "superbpe-v1, the preprint's, whose limits are off unless given; or a regex read as a Hugging "
+                        "Face Split with behavior Isolated")
     p.add_argument("--superword-max-words", type=_count, metavar="N",
-                   help="SuperBPE: no stage-2 token of more than N words (default 4; 0: no limit)")
+                   help="SuperBPE: no stage-2 token of more than N words, the non-empty parts between its spaces "
+                        "(default 4; 0: no limit; superbpe-v1: 0)")
     p.add_argument("--superword-allow-colon-space", action="store_true",
                    help="SuperBPE: let stage-2 tokens hold a colon followed by a space (refused by default)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
