@@ -97,7 +97,7 @@ NO_PUNCTUATION = r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+| +(?!\S)"
 
 @settings(max_examples=300, deadline=None)
 @given(RELEASED_TEXT)
-def test_the_released_stage2_pieces_are_hugging_faces_isolated_split(text):
+def test_the_stage2_pattern_cuts_as_superbpes_hugging_face_pipeline(text):
     expected = hf_isolated(RELEASED)(text)
     assert patterns.get("superbpe").pretokens(text) == expected
     assert regex.findall(patterns.regex_string("superbpe"), text) == expected  # the regex tiktoken is given
@@ -124,8 +124,7 @@ def test_superword_pattern_names_and_refusals():
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(CORPUS, st.integers(257, 275), st.integers(0, 40), st.sampled_from([[], SPECIALS]),
        st.sampled_from([None, 0, 1, 2, 4]), st.sampled_from([None, True, False]))
-def test_the_released_recipe_matches_the_naive_two_stage_loop(tmp_path, text, transition, more, specials, max_words,
-                                                              colon_rule):
+def test_superbpe_matches_the_naive_two_stage_loop(tmp_path, text, transition, more, specials, max_words, colon_rule):
     """The reference loop with the stage-1 merges forced, Hugging Face's Split for the stage-2
     pieces, and the pairs filtered by the limits (by default 4 words and the colon rule)."""
     text = text.replace("ab\n\n", "ab" + SPECIALS[0]) if specials else text
