@@ -172,8 +172,9 @@ def _merge_loop(
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = PairQueue(pair_counts, token_key)
     unheard: Unheard | None = None
-    # The pairs `allows` refused: their counts entries are gone (`pop_best` took them), and one
-    # comes up again only if a remote shard's changes, heard later, gave it more occurrences.
+    # The pairs `allows` refused. `pop_best` took their counts entries, and only pairs holding a new
+    # token gain occurrences (and are filed again), so none should come up again; should one, it is
+    # passed over at the cost of a set lookup.
     passed_over: set[int] = set()
 
     def hear(merge: Unheard) -> None:
