@@ -398,3 +398,27 @@ def test_a_token_made_twice_and_a_long_piece():
     expected, expected_log = one_by_one(words, counts, forced)
     got, _, log = apply_forced(list(words), counts, forced, forced_pairs(forced, 21), 21, True)
     assert got == expected and log == expected_log
+
+
+def test_the_command_line_options_match_the_function(tmp_path, capsys):
+    from cs336_basics.cli import main
+
+    corpus = FIXTURES_PATH / "code.txt"
+    for flags, options in [(["--superword-pattern", "superbpe-v1"], {"superword_pattern": "superbpe-v1"}),
+                           (["--superword-max-words", "2", "--superword-allow-colon-space"],
+                            {"superword_max_words": 2, "superword_colon_rule": False}),
+                           (["--superword-pattern", NO_PUNCTUATION], {"superword_pattern": NO_PUNCTUATION})]:
+        out = tmp_path / str(len(flags)) / "tok"
+        assert main(["train", str(corpus), "--vocab-size", "560", "--superword-from", "420", *flags, "--out", str(out),
+                     "--quiet"]) == 0
+        vocab, merges = train_bpe(corpus, 560, SPECIALS, superword_from=420, **options)
+        tok = Tokenizer.from_pretrained(out)
+        assert (tok.vocab, tok.merges) == (vocab, merges)
+        assert tok.pattern == patterns.superword_pattern(options.get("superword_pattern", "superbpe"))
+    capsys.readouterr()
+    for flags, says in [(["--superword-max-words", "2"], "give --superword-from too"),
+                        (["--superword-from"], "give --start-from"),
+                        (["--superword-from", "420", "--superword-pattern", "superbpe2"], "unknown pattern name")]:
+        assert main(["train", str(corpus), "--vocab-size", "560", *flags, "--out", str(tmp_path / "x"), "--quiet"]) != 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("bpe: ") and says in err[0], err
