@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import sources
 from cs336_basics.counts import table
-from cs336_basics.encode import engines, streaming
+from cs336_basics.encode import engines, offsets, streaming
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.encode.text_encoder import TextEncoder, whole_tokens
+from cs336_basics.encode.tiktoken_methods import SpecialChoice, TiktokenMethods
 from cs336_basics.formats import gpt2
 from cs336_basics.formats.definition import (
     TokenizerDefinition, add_special_tokens, checked_added_tokens, checked_merges, checked_vocab,
@@ -150,7 +151,7 @@ def train_bpe_from_counts(
                                    started=started, start_from=base)
 
 
-class Tokenizer:
+class Tokenizer(TiktokenMethods, offsets.OffsetMethods):
     """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
 
     Ids equal tiktoken's for the same vocabulary, with the special tokens allowed. Special tokens
@@ -252,34 +253,23 @@ class Tokenizer:
         pretrained.save(directory, self.vocab, self.merges, self.special_tokens, self.pattern,
                         added_tokens=self.added_tokens, post_processor=self.post_processor)
 
-    def to_tiktoken(self, *, name: str = "cs336"):
-        """A `tiktoken.Encoding` giving our ids on any text (special tokens allowed with
-        `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
-        from cs336_basics.formats import pretrained
-
-        patterns.regex_string(self.pattern)  # a pipeline is refused here, before the ranks are checked
-        return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, self.pattern, name=name)
-
-    def save_tiktoken(self, path: "str | os.PathLike") -> None:
-        """Write our ids as a `.tiktoken` rank file (special tokens are not part of it), atomically;
-        ValueError when the ids cannot be ranks (e.g. a vocabulary imported from Hugging Face)."""
-        from cs336_basics.formats.tiktoken import ranks_from_vocab, save_ranks
-
-        save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
-
-    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+    def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: SpecialChoice = None,
+               disallowed_special: SpecialChoice = None) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids. As in tiktoken, a
         surrogate pair in `text` counts as the character it stands for and a lone surrogate as U+FFFD.
         `add_special_tokens=True` adds what the post-processor of a loaded `tokenizer.json` adds to
         one sequence (e.g. Llama 3's beginning-of-text token), as Hugging Face's does; without one
-        it changes nothing.
+        it changes nothing. `allowed_special`, `disallowed_special`: tiktoken's, when either is given
+        (see `encode.tiktoken_methods`).
 
         >>> tok.encode("hi<|endoftext|>")  # doctest: +SKIP
         [5303, 50256]
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        ids = self._encode_valid(fix_surrogates(text))
+        choosing = allowed_special is not None or disallowed_special is not None
+        tok = self._choose_specials([text], allowed_special, disallowed_special) if choosing else self
+        ids = tok._encode_valid(fix_surrogates(text))
         if add_special_tokens and self._added is not None:
             before, after = self._template
             ids = [*before, *ids, *after]
@@ -368,13 +358,18 @@ class Tokenizer:
         )
 
     def encode_batch(
-        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
+        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto",
+        allowed_special: SpecialChoice = None, disallowed_special: SpecialChoice = None,
     ) -> list[list[int]]:
-        """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging Face's
-        `encode_batch`), by `num_workers` processes; see `encode.corpus.encode_batch`.
+        """The ids of each text, as `encode` gives them (with the same `allowed_special` and
+        `disallowed_special`), in order (as tiktoken's and Hugging Face's `encode_batch`), by
+        `num_workers` processes; see `encode.corpus.encode_batch`.
         """
         from cs336_basics.encode.corpus import encode_batch
 
+        if allowed_special is not None or disallowed_special is not None:
+            return self._encode_batch_choosing(texts, allowed_special, disallowed_special,
+                                               num_workers=num_workers, engine=engine)
         return encode_batch(self, texts, num_workers=num_workers, engine=engine)
 
     def decode(self, ids: Iterable[int]) -> str:

@@ -14,6 +14,7 @@ from cs336_basics.corpora import sources
 from cs336_basics.counts.table import MANIFEST, counted_with
 from cs336_basics.formats import pretrained
 from cs336_basics.text import patterns
+from cs336_basics.train import trainer
 from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token, token_occurrences
 
 
@@ -28,7 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="tokens in the vocabulary (default 1000)")
     common.add_special_options(p)
     p.add_argument("--out", default="out/tokenizer", metavar="DIR", help="output folder (default: out/tokenizer)")
-    p.add_argument("--workers", type=positive_int, metavar="N",
+    p.add_argument("--workers", type=common.worker_count, metavar="N",
                    help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--min-count", type=positive_int, metavar="N",
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
@@ -91,6 +92,18 @@ def _start_from(source: str, pattern: str | None) -> Tokenizer:
     return Tokenizer.from_pretrained(source, pattern=None if pattern is None else patterns.canonical(pattern))
 
 
+def _check_superword_from(value: int, vocab_size: int, specials: list[str], start: Tokenizer | None,
+                          start_name: str | None) -> None:
+    """Refuse, naming the options, a SuperBPE transition outside smallest vocabulary..--vocab-size."""
+    smallest = trainer.smallest_vocab(specials, start)
+    if smallest <= value <= vocab_size or vocab_size < smallest:  # the latter: training says what is wrong
+        return
+    base = (f"the {len(start.vocab):,} tokens of {start_name}" if start is not None
+            else f"the 256 bytes and {len(specials)} special token(s)")
+    raise common.CommandError(f"--superword-from {value} is outside {smallest} ({base}) to --vocab-size "
+                              f"{vocab_size}: SuperBPE learns subwords up to that vocabulary size, then superwords")
+
+
 def run_train(args: argparse.Namespace, context: RunContext) -> None:
     if args.counts and args.inputs:
         raise common.CommandError("bpe train takes INPUT... or --counts COUNTS, not both")
@@ -114,8 +127,11 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     specials = given if given is not None else [DEFAULT_SPECIAL]
     if start is not None:  # its own special tokens, then any new ones
         specials = [*start.special_tokens, *(t for t in specials if t not in start.special_tokens)]
+    if args.superword_from is not None:
+        _check_superword_from(args.superword_from, args.vocab_size, specials, start, args.start_from)
     out = common.writable_dir(Path(args.out))
     outputs = [out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv"]
+    common.refuse_folders_at(outputs)
     # Nor what training reads besides the corpus: the tokenizer to extend, the count table.
     common.refuse_outputs_among(outputs, [*files, *(common.tokenizer_files(args.start_from) if start else ())])
     if args.counts and Path(args.counts).is_dir():
