@@ -127,6 +127,8 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     specials = given if given is not None else [DEFAULT_SPECIAL]
     if start is not None:  # its own special tokens, then any new ones
         specials = [*start.special_tokens, *(t for t in specials if t not in start.special_tokens)]
+    if args.superword_from is True:  # no T: from the size of the tokenizer extended
+        args.superword_from = trainer.smallest_vocab(specials, start)
     if args.superword_from is not None:
         _check_superword_from(args.superword_from, args.vocab_size, specials, start, args.start_from)
     out = common.writable_dir(Path(args.out))
