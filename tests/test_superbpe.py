@@ -422,3 +422,26 @@ def test_the_command_line_options_match_the_function(tmp_path, capsys):
         assert main(["train", str(corpus), "--vocab-size", "560", *flags, "--out", str(tmp_path / "x"), "--quiet"]) != 0
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("bpe: ") and says in err[0], err
+
+
+def test_the_share_of_superwords_of_more_than_4_words(tmp_path):
+    """`bpe stats`'s row: among the text's tokens spanning words, those of more than 4 words (the
+    non-empty parts between spaces): none for the released recipe, some for the preprint's."""
+    corpus = FIXTURES_PATH / "english.txt"
+    text = corpus.read_text(encoding="utf-8")[:30_000]
+    columns = []
+    for stage2 in ["superbpe", "superbpe-v1"]:
+        vocab, merges = train_bpe(corpus, 800, SPECIALS, superword_from=500, superword_pattern=stage2)
+        tok = Tokenizer(vocab, merges, SPECIALS, pattern=stage2)
+        stats, rest = measures.TextStats(), measures.TextStats()
+        stats.add(tok, text[:10_000])
+        rest.add(tok, text[10_000:])
+        stats.update(rest)  # as bpe stats adds up its texts
+        spanning = [i for i in tok.encode(text[:10_000]) + tok.encode(text[10_000:]) if measures.spans_words(vocab[i])]
+        many = [i for i in spanning if len([w for w in vocab[i].split(b" ") if w]) > 4]
+        assert stats.many_words_share == len(many) / len(spanning)
+        columns.append(stats)
+    released, v1 = columns
+    assert released.many_words_share == 0 < v1.many_words_share
+    row = dict(measures.measure_rows(columns))["superwords of 5+ words (%)"]
+    assert row == ["0.00", f"{100 * v1.many_words_share:.2f}"]
