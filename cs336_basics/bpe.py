@@ -53,7 +53,8 @@ def train_bpe(
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
-    superword_from: int | None = None,
+    superword_from: int | bool | None = None, superword_pattern: str | None = None,
+    superword_max_words: int | None = None, superword_colon_rule: bool | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -63,9 +64,8 @@ def train_bpe(
 
     Returns `(vocab, merges)`: ids 0-255 are the single bytes, then one id per merge in creation
     order, then the special tokens in the order given. `len(vocab) == vocab_size` unless the corpus
-    runs out of pairs first. Special tokens cut the text into documents and are never merged. Each
-    step merges the most frequent pair; ties go to the lexicographically greatest
-    `(left_bytes, right_bytes)`.
+    runs out of pairs first. Special tokens cut the text into documents and are never merged. Each step
+    merges the most frequent pair; ties go to the lexicographically greatest `(left_bytes, right_bytes)`.
 
     Options: `pattern` is the pre-tokenization pattern: "gpt2" (the default), "cl100k", "o200k",
     "none" (each document is one sequence) or a regex (see `patterns`). `num_workers` processes
@@ -84,15 +84,15 @@ def train_bpe(
     `Tokenizer`, a folder, a tokenizer.json, a .tiktoken file or a pretrained name) keeps every id,
     merge and special token of that tokenizer, forces its merges first and adds the merges learned
     here, with the next free ids, until `vocab_size`; its pattern is the default (another is
-    refused). `superword_from` (SuperBPE's transition, a vocabulary size) trains to that size as
-    usual, then counts the corpus again with the "superbpe" pattern, which does not cut at spaces,
-    forces the merges so far and goes on: the tokenizer is then used with pattern "superbpe".
+    refused). `superword_from` (SuperBPE's transition, a vocabulary size; True: `start_from`'s size) trains to
+    it, then runs SuperBPE's stage 2 as released, or as `superword_pattern`, `superword_max_words` and
+    `superword_colon_rule` say (see `trainer.superword_options`); the tokenizer's pattern is `patterns.superword_pattern`'s.
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
-        start_from=_definition(start_from), superword_from=superword_from,
-    )
+        start_from=_definition(start_from), superword_from=superword_from, superword_pattern=superword_pattern,
+        superword_max_words=superword_max_words, superword_colon_rule=superword_colon_rule)
 
 
 def _definition(tokenizer: "str | os.PathLike | Tokenizer | TokenizerDefinition | None") -> "TokenizerDefinition | None":

@@ -87,6 +87,8 @@ RUNS = {
     ("train", "--workers"): ["train", "{corpus}", "--vocab-size", "280", "--out", "{out}/tok", "--quiet"],
     ("train", "--min-count"): ["train", "{corpus}", "--vocab-size", "280", "--out", "{out}/tok", "--quiet"],
     ("train", "--superword-from"): ["train", "{corpus}", "--vocab-size", "300", "--out", "{out}/tok", "--quiet"],
+    ("train", "--superword-max-words"): ["train", "{corpus}", "--vocab-size", "300", "--superword-from", "280",
+                                         "--out", "{out}/tok", "--quiet"],
     ("encode", "--shard-tokens"): ["encode", "{corpus}", "-t", "{tok}", "--format", "llmc", "--out", "{out}/p", "--quiet"],
     ("encode", "--shard-size"): ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}/ds", "--quiet"],
     ("encode", "--workers"): ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}/x.npy", "--quiet"],
@@ -156,6 +158,15 @@ def _report_on_all_text(out, world, stdout):
     assert f"on all {size_label(world['corpus'].stat().st_size)} of corpus.txt" in page
 
 
+def _superwords_of_any_length(out, world, stdout):
+    # 0 is no limit, and so is a limit no token reaches: the tokenizer of no word limit.
+    from cs336_basics.bpe import train_bpe
+
+    expected = train_bpe(world["corpus"], 300, [EOT], superword_from=280, superword_max_words=0)
+    tokenizer = _loads_and_round_trips(out / "tok", world["corpus"])
+    assert (tokenizer.vocab, tokenizer.merges) == expected
+
+
 def _counted(out, world, stdout):
     assert read_counts(out / "counts").word_counts == read_counts(world["counts"]).word_counts
 
@@ -172,7 +183,7 @@ ACCEPTED = {
         (("count", "--piece-size"), _counted),
     ]
     for size in ("large", "huge")
-}
+} | {("train", "--superword-max-words", size): _superwords_of_any_length for size in ("zero", "large", "huge")}
 
 
 CASES = [(key, action, value_name) for key in RUNS if RUNS[key] is not None
