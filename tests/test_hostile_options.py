@@ -16,6 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import regex
 
@@ -92,6 +93,8 @@ RUNS = {
     ("encode", "--shard-tokens"): ["encode", "{corpus}", "-t", "{tok}", "--format", "llmc", "--out", "{out}/p", "--quiet"],
     ("encode", "--shard-size"): ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}/ds", "--quiet"],
     ("encode", "--workers"): ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}/x.npy", "--quiet"],
+    ("encode", "--dropout"): ["encode", "{corpus}", "-t", "{tok}", "--out", "{out}/x.npy", "--quiet"],
+    ("encode", "--seed"): ["encode", "{corpus}", "-t", "{tok}", "--dropout", "0.1", "--out", "{out}/x.npy", "--quiet"],
     ("vocab", "--min-count"): ["vocab", "-t", "{tok}"],
     ("report", "--sample-bytes"): ["report", "-t", "{tok}", "-t", "{tok}", "{corpus}", "--out", "{out}/r.html", "--quiet"],
     ("report", "--min-count"): ["report", "-t", "{tok}", "-t", "{tok}", "{corpus}", "--out", "{out}/r.html", "--quiet"],
@@ -167,6 +170,20 @@ def _superwords_of_any_length(out, world, stdout):
     assert (tokenizer.vocab, tokenizer.merges) == expected
 
 
+def _encoded_plainly(out, world, stdout):
+    """Dropout 0 is no dropout: the array `encode` gives."""
+    tok = Tokenizer.from_pretrained(world["tok"])
+    assert np.load(out / "x.npy").tolist() == tok.encode(world["corpus"].read_text(encoding="utf-8"))
+
+
+def _dropped_out_and_whole(out, world, stdout):
+    """Any seed of at least 0 is a seed: a valid segmentation that decodes to the text."""
+    tok = Tokenizer.from_pretrained(world["tok"])
+    text = world["corpus"].read_text(encoding="utf-8")
+    ids = np.load(out / "x.npy").tolist()
+    assert tok.decode(ids) == text and ids != tok.encode(text)
+
+
 def _counted(out, world, stdout):
     assert read_counts(out / "counts").word_counts == read_counts(world["counts"]).word_counts
 
@@ -183,7 +200,9 @@ ACCEPTED = {
         (("count", "--piece-size"), _counted),
     ]
     for size in ("large", "huge")
-} | {("train", "--superword-max-words", size): _superwords_of_any_length for size in ("zero", "large", "huge")}
+} | {("train", "--superword-max-words", size): _superwords_of_any_length for size in ("zero", "large", "huge")} \
+  | {("encode", "--dropout", "zero"): _encoded_plainly} \
+  | {("encode", "--seed", size): _dropped_out_and_whole for size in ("zero", "large", "huge")}
 
 
 CASES = [(key, action, value_name) for key in RUNS if RUNS[key] is not None
