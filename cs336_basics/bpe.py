@@ -52,7 +52,7 @@ def train_bpe(
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
-    superword_from: int | None = None,
+    superword_from: int | None = None, min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -86,11 +86,12 @@ def train_bpe(
     refused). `superword_from` (SuperBPE's transition, a vocabulary size) trains to that size as
     usual, then counts the corpus again with the "superbpe" pattern, which does not cut at spaces,
     forces the merges so far and goes on: the tokenizer is then used with pattern "superbpe".
+    `min_pretoken_count` N > 1 drops the pre-tokens counted fewer than N times: the merges are those of the rest.
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
-        start_from=_definition(start_from), superword_from=superword_from,
+        start_from=_definition(start_from), superword_from=superword_from, min_pretoken_count=min_pretoken_count,
     )
 
 
@@ -127,7 +128,7 @@ def train_bpe_from_iterator(
 def train_bpe_from_counts(
     counts: "str | os.PathLike | dict[bytes, int]", vocab_size: int, special_tokens: list[str] | None = None, *,
     pattern: str | None = None, num_workers: int | None = None, progress: bool = False, stats: dict | None = None,
-    merge_log: list[tuple[int, int]] | None = None,
+    merge_log: list[tuple[int, int]] | None = None, min_pretoken_count: int | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`train_bpe` from pre-token counts made before (no pass over the text): exactly the merges
@@ -136,18 +137,17 @@ def train_bpe_from_counts(
     counts. `special_tokens` and `pattern` default to the table's and must equal them when given (a
     file or dict records none: they default to `["<|endoftext|>"]` and "gpt2", as in `bpe train`). `start_from` extends a tokenizer as
     `train_bpe`'s does: the counts must be of its pattern and cut at its special tokens (among
-    theirs). Other options as `train_bpe`'s."""
-
+    theirs). `min_pretoken_count` defaults to the one a table was counted with (else 1). Other options as `train_bpe`'s."""
     started = time.perf_counter()
     base = _definition(start_from)
     read = table.read_counts(counts)
     special_tokens, pattern = table.agreed(read, counts if isinstance(counts, (str, os.PathLike)) else "the counts",
                                            special_tokens, pattern if base is None or pattern else base.pattern)
     handed_over, input_bytes = [read.word_counts], read.input_bytes  # the only reference: see train_bpe
-    del read
+    given, read = read.min_count if min_pretoken_count is None else min_pretoken_count, None  # the table's by default
     return trainer.train_on_counts(handed_over, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers,
                                    progress=progress, stats=stats, merge_log=merge_log, input_bytes=input_bytes,
-                                   started=started, start_from=base)
+                                   started=started, start_from=base, min_pretoken_count=given)
 
 
 class Tokenizer:

@@ -1,0 +1,58 @@
+"""`--min-pretoken-count` and `--max-memory` of `bpe train` and `bpe count`, and the memory estimate
+they print before counting (see `train.memory_estimate`)."""
+
+import argparse
+from pathlib import Path
+
+from cs336_basics.cli.common import byte_size, positive_int
+from cs336_basics.counts import table
+from cs336_basics.errors import CommandError
+from cs336_basics.train import memory_estimate
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Add the two options to a command that counts (or trains)."""
+    parser.add_argument("--min-pretoken-count", type=positive_int, metavar="N",
+                        help="drop the pre-tokens seen fewer than N times in all before merging: less memory, and the "
+                             "merges are exactly those of the counts that are left (default 1: keep all; bpe count "
+                             "records N in the table, and training from the table applies it unless given another)")
+    parser.add_argument("--max-memory", type=byte_size, metavar="SIZE",
+                        help="refuse to start when the estimated peak memory (printed before counting) is above SIZE, "
+                             "e.g. 8G")
+
+
+def check(args: argparse.Namespace, files: list, special_tokens: list[str], pattern: str, workers: int,
+          counts: str | None = None, note: str = "") -> memory_estimate.Estimate:
+    """Print the run's estimated peak memory, from a sample of `files` (or the rows of the count
+    table or file `counts`); with `--max-memory`, refuse the run if the estimate is above it,
+    saying what would lower it. Called before any counting."""
+    min_count = args.min_pretoken_count or 1
+    if counts is not None:
+        estimate = memory_estimate.counts_estimate(_rows(Path(counts)), workers=workers)
+    else:
+        points, sample_bytes, kept = memory_estimate.sample_growth(
+            files, special_tokens, pattern, args.text_field, min_count=min_count)
+        if not points:  # no text at all
+            return memory_estimate.counts_estimate(0, workers=workers)
+        estimate = memory_estimate.estimate(points, sample_bytes, sum(f.size for f in files), workers=workers,
+                                            kept_share=kept)
+    print(f"{memory_estimate.describe(estimate)}{note}", flush=True)
+    if args.max_memory is not None and estimate.peak_bytes > args.max_memory:
+        lower = ("a larger --min-pretoken-count" if min_count > 1 else "--min-pretoken-count 2 (drops the pre-tokens "
+                 "seen once)")
+        raise CommandError(f"the estimated peak memory, {estimate.peak_bytes / 2**30:.2f} GB, is above --max-memory "
+                           f"{args.max_memory / 2**30:.2f} GB: to lower it, give {lower} or a smaller corpus "
+                           "(or raise --max-memory)")
+    return estimate
+
+
+def _rows(path: Path) -> int:
+    """The rows of a count table (its manifest's totals: at least its distinct pre-tokens) or the
+    lines of a pre-token<TAB>count file, read without reading the counts."""
+    if path.is_dir():
+        return int(table.read_manifest(path).get("totals", {}).get("rows", 0))
+    lines = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            lines += block.count(b"\n")
+    return lines
