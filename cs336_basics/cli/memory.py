@@ -40,8 +40,8 @@ def check(args: argparse.Namespace, files: list, special_tokens: list[str], patt
     if args.max_memory is not None and estimate.peak_bytes > args.max_memory:
         lower = ("a larger --min-pretoken-count" if min_count > 1 else "--min-pretoken-count 2 (drops the pre-tokens "
                  "seen once)")
-        raise CommandError(f"the estimated peak memory, {estimate.peak_bytes / 2**30:.2f} GB, is above --max-memory "
-                           f"{args.max_memory / 2**30:.2f} GB: to lower it, give {lower} or a smaller corpus "
+        raise CommandError(f"the estimated peak memory, {memory_estimate.readable(estimate.peak_bytes)}, is above "
+                           f"--max-memory {memory_estimate.readable(args.max_memory)}: to lower it, give {lower} or a smaller corpus "
                            "(or raise --max-memory)")
     return estimate
 

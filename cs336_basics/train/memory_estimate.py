@@ -147,6 +147,11 @@ def sample_growth(files: Sequence[sources.Source], special_tokens: Sequence[str]
 def describe(estimate: Estimate) -> str:
     """One line for a command's output: the peak and what it rests on."""
     kept = f", {estimate.kept:,} of them kept" if estimate.kept != estimate.distinct else ""
-    return (f"estimated peak memory {estimate.peak_bytes / 2**30:.2f} GB (about {estimate.distinct:,} distinct "
-            f"pre-tokens{kept}; counting {estimate.counting_bytes / 2**30:.2f} GB, merging "
-            f"{estimate.merging_bytes / 2**30:.2f} GB)")
+    return (f"estimated peak memory {readable(estimate.peak_bytes)} (about {estimate.distinct:,} distinct "
+            f"pre-tokens{kept}; counting {readable(estimate.counting_bytes)}, merging "
+            f"{readable(estimate.merging_bytes)})")
+
+
+def readable(size: int) -> str:
+    """A size in MB below 1 GB (2**30 bytes), else in GB."""
+    return f"{size / 2**30:.1f} GB" if size >= 1 << 30 else f"{size / 2**20:.0f} MB"
