@@ -48,7 +48,7 @@ def test_the_estimate_is_bounded_and_grows_with_the_corpus():
     assert extrapolated_distinct([(10, 10), (20, 20)], 10**6) == 10**6  # all new: never more than seen
     pruned = estimate(points, 10_000, 10_000_000, workers=2, kept_share=0.4)
     assert pruned.kept == int(large.distinct * 0.4) and pruned.merging_bytes < large.merging_bytes
-    assert large.merging_bytes == 3 * memory_estimate.PROCESS_BYTES + large.distinct * memory_estimate.MERGE_BYTES_PER_DISTINCT
+    assert large.merging_bytes == 2 * memory_estimate.PROCESS_BYTES + large.distinct * memory_estimate.MERGE_BYTES_PER_DISTINCT
     with pytest.raises(ValueError):
         heaps_fit([])
 

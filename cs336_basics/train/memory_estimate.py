@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from cs336_basics.corpora import sources
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import special_token_regex, split_on_special_tokens
+from cs336_basics.train.trainer import PARALLEL_MIN_WORDS
 
 # Bytes of tree memory per distinct pre-token reaching the merge loop (the count dict in this
 # process, the words, pair counts and index in the shards), measured with 2 shards: see
@@ -83,13 +84,12 @@ def extrapolated_distinct(points: Sequence[tuple[int, int]], seen: float) -> int
 
 
 def estimate(points: Sequence[tuple[int, int]], sample_bytes: int, corpus_bytes: int, *, workers: int,
-             kept_share: float = 1.0, shards: int | None = None) -> Estimate:
+             kept_share: float = 1.0) -> Estimate:
     """The peak memory of a run over `corpus_bytes` of text by `workers` processes, from the sample's
     growth `points` ((pre-tokens seen, distinct) after each piece; its last point covers
     `sample_bytes`). `kept_share`: the share of distinct pre-tokens the merge loop keeps (see
     `min_pretoken_count`). Counting: each worker's share of the corpus has its own distinct
-    pre-tokens, and this process adds them all up at the end. Merging: this process and `shards`
-    (default `workers`) merge shards over the kept ones."""
+    pre-tokens, and this process adds them all up at the end. Merging: see `merging_bytes`."""
     if sample_bytes <= 0 or not points:
         raise ValueError("an estimate needs a sample with some text")
     seen_per_byte = points[-1][0] / sample_bytes
@@ -97,18 +97,23 @@ def estimate(points: Sequence[tuple[int, int]], sample_bytes: int, corpus_bytes:
     per_worker = extrapolated_distinct(points, seen_per_byte * corpus_bytes / workers)
     kept = int(distinct * kept_share)
     counting = workers * (PROCESS_BYTES + per_worker * COUNT_BYTES_PER_DISTINCT) + distinct * COUNT_BYTES_PER_DISTINCT
-    merging = (1 + (shards or workers)) * PROCESS_BYTES + kept * MERGE_BYTES_PER_DISTINCT
     k, beta = heaps_fit(points)
-    return Estimate(distinct, kept, k, beta, counting, merging)
+    return Estimate(distinct, kept, k, beta, counting, merging_bytes(kept, workers))
+
+
+def merging_bytes(kept: int, workers: int) -> int:
+    """The merge loop's peak over `kept` distinct pre-tokens: one process per shard (`workers` of
+    them from `trainer.PARALLEL_MIN_WORDS` pre-tokens on, else this one alone)."""
+    shards = workers if kept >= PARALLEL_MIN_WORDS else 1
+    return shards * PROCESS_BYTES + kept * MERGE_BYTES_PER_DISTINCT
 
 
 def counts_estimate(distinct: int, *, workers: int, kept_share: float = 1.0) -> Estimate:
     """The peak memory of training from counts made before (`--counts`), whose `distinct`
     pre-tokens are known: reading them, then merging."""
     kept = int(distinct * kept_share)
-    merging = (1 + workers) * PROCESS_BYTES + kept * MERGE_BYTES_PER_DISTINCT
     return Estimate(distinct, kept, float(distinct), 0.0, PROCESS_BYTES + distinct * COUNT_BYTES_PER_DISTINCT,
-                    merging)
+                    merging_bytes(kept, workers))
 
 
 def sample_growth(files: Sequence[sources.Source], special_tokens: Sequence[str], pattern: str, text_field: str,
