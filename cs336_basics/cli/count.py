@@ -52,7 +52,7 @@ def run_count(args: argparse.Namespace, context: RunContext) -> None:
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     size = sum(f.size for f in files)
     workers = args.workers or executors.default_num_workers(size)
-    memory.check(args, files, specials, args.pattern or "gpt2", workers)
+    memory.check(args, files, specials, args.pattern or "gpt2", workers, table=True)
     context.resumable = out
     with common.executor(args) as executor, trainer.progress_bar(
         not args.quiet, total=size, unit="B", unit_scale=True, desc="counting"

@@ -22,10 +22,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def check(args: argparse.Namespace, files: list, special_tokens: list[str], pattern: str, workers: int,
-          counts: str | None = None, note: str = "") -> memory_estimate.Estimate:
+          counts: str | None = None, note: str = "", table: bool = False) -> memory_estimate.Estimate:
     """Print the run's estimated peak memory, from a sample of `files` (or the rows of the count
-    table or file `counts`); with `--max-memory`, refuse the run if the estimate is above it,
-    saying what would lower it. Called before any counting."""
+    table or file `counts`; `table`: the run writes a count table, and does not merge); with
+    `--max-memory`, refuse the run if the estimate is above it, saying what would lower it. Called
+    before any counting."""
     min_count = args.min_pretoken_count or 1
     if counts is not None:
         estimate = memory_estimate.counts_estimate(_rows(Path(counts)), workers=workers)
@@ -35,14 +36,18 @@ def check(args: argparse.Namespace, files: list, special_tokens: list[str], patt
         if not points:  # no text at all
             return memory_estimate.counts_estimate(0, workers=workers)
         estimate = memory_estimate.estimate(points, sample_bytes, sum(f.size for f in files), workers=workers,
-                                            kept_share=kept)
+                                            kept_share=kept, table=table)
     print(f"{memory_estimate.describe(estimate)}{note}", flush=True)
     if args.max_memory is not None and estimate.peak_bytes > args.max_memory:
-        lower = ("a larger --min-pretoken-count" if min_count > 1 else "--min-pretoken-count 2 (drops the pre-tokens "
-                 "seen once)")
+        ways = []
+        if not table:  # the merge loop keeps fewer pre-tokens (a table keeps every count)
+            ways.append(f"--min-pretoken-count {min_count + 1}" + (" (drops the pre-tokens seen once)" if min_count == 1 else ""))
+        if workers > 1 and estimate.counting_bytes >= estimate.merging_bytes:  # each counting worker holds a table
+            ways.append("fewer --workers")
+        ways.append("a smaller corpus")
         raise CommandError(f"the estimated peak memory, {memory_estimate.readable(estimate.peak_bytes)}, is above "
-                           f"--max-memory {memory_estimate.readable(args.max_memory)}: to lower it, give {lower} or a smaller corpus "
-                           "(or raise --max-memory)")
+                           f"--max-memory {memory_estimate.readable(args.max_memory)}: to lower it, give "
+                           f"{', or '.join(ways)} (or raise --max-memory)")
     return estimate
 
 

@@ -84,20 +84,24 @@ def extrapolated_distinct(points: Sequence[tuple[int, int]], seen: float) -> int
 
 
 def estimate(points: Sequence[tuple[int, int]], sample_bytes: int, corpus_bytes: int, *, workers: int,
-             kept_share: float = 1.0) -> Estimate:
+             kept_share: float = 1.0, table: bool = False) -> Estimate:
     """The peak memory of a run over `corpus_bytes` of text by `workers` processes, from the sample's
     growth `points` ((pre-tokens seen, distinct) after each piece; its last point covers
     `sample_bytes`). `kept_share`: the share of distinct pre-tokens the merge loop keeps (see
     `min_pretoken_count`). Counting: each worker's share of the corpus has its own distinct
-    pre-tokens, and this process adds them all up at the end. Merging: see `merging_bytes`."""
+    pre-tokens, and this process adds them all up at the end. Merging: see `merging_bytes`. With
+    `table` (`bpe count`), no merging, and no adding up: each piece's counts go to its own shard."""
     if sample_bytes <= 0 or not points:
         raise ValueError("an estimate needs a sample with some text")
     seen_per_byte = points[-1][0] / sample_bytes
     distinct = extrapolated_distinct(points, seen_per_byte * corpus_bytes)
     per_worker = extrapolated_distinct(points, seen_per_byte * corpus_bytes / workers)
     kept = int(distinct * kept_share)
-    counting = workers * (PROCESS_BYTES + per_worker * COUNT_BYTES_PER_DISTINCT) + distinct * COUNT_BYTES_PER_DISTINCT
+    counting = workers * (PROCESS_BYTES + per_worker * COUNT_BYTES_PER_DISTINCT)
     k, beta = heaps_fit(points)
+    if table:
+        return Estimate(distinct, kept, k, beta, counting, 0)
+    counting += distinct * COUNT_BYTES_PER_DISTINCT
     return Estimate(distinct, kept, k, beta, counting, merging_bytes(kept, workers))
 
 
@@ -152,9 +156,9 @@ def sample_growth(files: Sequence[sources.Source], special_tokens: Sequence[str]
 def describe(estimate: Estimate) -> str:
     """One line for a command's output: the peak and what it rests on."""
     kept = f", {estimate.kept:,} of them kept" if estimate.kept != estimate.distinct else ""
+    merging = f", merging {readable(estimate.merging_bytes)}" if estimate.merging_bytes else ""
     return (f"estimated peak memory {readable(estimate.peak_bytes)} (about {estimate.distinct:,} distinct "
-            f"pre-tokens{kept}; counting {readable(estimate.counting_bytes)}, merging "
-            f"{readable(estimate.merging_bytes)})")
+            f"pre-tokens{kept}; counting {readable(estimate.counting_bytes)}{merging})")
 
 
 def readable(size: int) -> str:
