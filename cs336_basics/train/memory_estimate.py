@@ -29,11 +29,14 @@ from cs336_basics.text.pretokenize import special_token_regex, split_on_special_
 from cs336_basics.train.trainer import PARALLEL_MIN_WORDS
 
 # Bytes of tree memory per distinct pre-token reaching the merge loop (the count dict in this
-# process, the words, pair counts and index in the shards), measured with 2 shards: see
-# docs/performance.md for how. The merge loop's own module (`merge`) may lower it; measure again then.
+# process, the words, pair counts and index in the shards), with 2 shards: 420 at 45 M distinct
+# pre-tokens (issue 41's simulated 100 GB), some 400 at 276 k (the 32 MB benchmark corpus). A change
+# to the merge loop's memory (`merge`) changes it: measure it again then (benchmarks/peak_tree_memory.py).
 MERGE_BYTES_PER_DISTINCT = 420
-# Bytes per distinct pre-token a counting process holds (its chunk table and pre-token counts).
-COUNT_BYTES_PER_DISTINCT = 250
+# Bytes per distinct pre-token a counting process holds (its chunk table and pre-token counts), and
+# this process again when it adds the workers' counts up: fitted to the peaks of `bpe train` on the
+# 32 MB benchmark corpus and 256 MB of web-like text.
+COUNT_BYTES_PER_DISTINCT = 160
 # Resident memory of one process of ours before it holds any counts (the interpreter and the package).
 PROCESS_BYTES = 40 << 20
 # The sample: this many pieces of the corpus, each about this many bytes, spread evenly through it.
