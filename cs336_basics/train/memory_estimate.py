@@ -34,9 +34,10 @@ from cs336_basics.train.trainer import PARALLEL_MIN_WORDS
 # to the merge loop's memory (`merge`) changes it: measure it again then (benchmarks/peak_tree_memory.py).
 MERGE_BYTES_PER_DISTINCT = 420
 # Bytes per distinct pre-token a counting process holds (its chunk table and pre-token counts), and
-# this process again when it adds the workers' counts up: fitted to the peaks of `bpe train` on the
-# 32 MB benchmark corpus and 256 MB of web-like text.
-COUNT_BYTES_PER_DISTINCT = 160
+# this process again when it adds the workers' counts up (they are not all at their largest at
+# once): fitted to the counting peak of `bpe train --min-pretoken-count 2` on 256 MB of web-like
+# text (257 MB of tree memory, 795 k distinct pre-tokens, 2 workers), where counting sets the peak.
+COUNT_BYTES_PER_DISTINCT = 75
 # Resident memory of one process of ours before it holds any counts (the interpreter and the package).
 PROCESS_BYTES = 40 << 20
 # The sample: this many pieces of the corpus, each about this many bytes, spread evenly through it.
