@@ -75,7 +75,7 @@ def train_bpe(
     `stats` dict, if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`,
     `input_bytes`, `pretoken_bytes` (the corpus length in bytes without the special tokens),
     `byte_counts` (how often each byte value occurs in it: with the merge log, each token's count in
-    the encoded corpus, see `merge_log.token_occurrences`) and `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
+    the encoded corpus, see `merge_log.token_occurrences`), `num_workers` and `dropped_pretokens` (see below). A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
 

@@ -94,4 +94,10 @@ def test_the_commands_take_it(tmp_path, capsys):
     assert Tokenizer.from_pretrained(str(out)).merges == train_bpe(corpus, 280, [SPECIAL], min_pretoken_count=2)[1]
     assert main(["count", str(corpus), "--out", str(tmp_path / "t"), "--quiet", "--min-pretoken-count", "3"]) == 0
     assert table.read_manifest(tmp_path / "t")["min_pretoken_count"] == 3
+    capsys.readouterr()
+    assert main(["train", "--counts", str(tmp_path / "t"), "--vocab-size", "280", "--out", str(tmp_path / "t3"),
+                 "--quiet"]) == 0  # the table's N
+    assert "seen fewer than 3 times dropped" in capsys.readouterr().out
+    assert Tokenizer.from_pretrained(str(tmp_path / "t3")).merges == train_bpe(corpus, 280, [SPECIAL],
+                                                                               min_pretoken_count=3)[1]
 

@@ -127,7 +127,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
             if start is not None else f"{len(merges):,} merges")
     print(f"trained on {input_path} ({stats['input_bytes']:,} bytes, {stats['num_workers']} worker(s), "
           f"pattern {_pattern_label(tokenizer.pattern)})")
-    dropped = (f", {stats['dropped_pretokens']:,} seen fewer than {args.min_pretoken_count:,} times dropped"
+    dropped = (f", {stats['dropped_pretokens']:,} seen fewer than {stats['min_pretoken_count']:,} times dropped"
                if stats["dropped_pretokens"] else "")
     print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct{dropped})")
     print(f"  merging              {stats['merge_seconds']:8.2f} s   ({made})")

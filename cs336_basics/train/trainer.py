@@ -193,6 +193,7 @@ def train_from_counts(
             merge_seconds=time.perf_counter() - counted,
             distinct_pretokens=distinct,
             dropped_pretokens=distinct - kept,
+            min_pretoken_count=min_count,
             pretoken_bytes=corpus_bytes,
             input_bytes=corpus_bytes if size is None else size,
             num_workers=workers,
