@@ -32,10 +32,11 @@ def tree_rss(process: psutil.Process) -> tuple[int, int]:
     return sum(sizes), max(sizes, default=0)
 
 
-def measure(command: list[str], interval: float) -> tuple[int, float, float, float]:
-    """Run `command`; return (its exit status, peak tree MB, peak single-process MB, seconds)."""
+def measure(command: list[str], interval: float = 0.05, stdout=None) -> tuple[int, float, float, float]:
+    """Run `command` (its output to `stdout`, a file, if given); return (its exit status, peak tree
+    MB, peak single-process MB, seconds)."""
     started = time.perf_counter()
-    child = subprocess.Popen(command)
+    child = subprocess.Popen(command, stdout=stdout)
     watched = psutil.Process(child.pid)
     peak = largest = 0
     while child.poll() is None:
