@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peak_tree_memory import measure  # noqa: E402
+from peak_tree_memory import measure
 
 UNITS = {"MB": 2**20, "GB": 2**30}
 

@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 from cs336_basics.cli import main
 from cs336_basics.corpora import sources
 from cs336_basics.train import counting, memory_estimate
-from cs336_basics.train.memory_estimate import estimate, extrapolated_distinct, heaps_fit
+from cs336_basics.train.memory_estimate import (
+    estimate,
+    extrapolated_distinct,
+    heaps_fit,
+)
 
 
 @settings(max_examples=100, deadline=None)
