@@ -296,7 +296,7 @@ def test_the_train_command_loads_no_numpy_before_merging_ends(tmp_path):
     )
     result = subprocess.run(
         [sys.executable, "-c", code, "train", str(corpus), "--vocab-size", "300", "--workers", "2", "--quiet",
-         "--out", str(tmp_path / "tok")], capture_output=True, text=True)
+         "--out", str(tmp_path / "tok")], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "numpy when merging ends: False" in result.stderr
     assert "trained on" in result.stdout  # the summary was printed, after merging
