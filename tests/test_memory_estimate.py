@@ -116,6 +116,10 @@ def test_training_from_counts_estimates_from_their_rows(tmp_path, capsys):
     assert main(["train", "--counts", str(counts), "--vocab-size", "270", "--out", str(tmp_path / "t"), "--quiet",
                  "--max-memory", "1M"]) == 1
     assert "about 3,000 distinct pre-tokens" in capsys.readouterr().out
+    assert main(["train", "--counts", str(counts), "--vocab-size", "270", "--out", str(tmp_path / "t"), "--quiet",
+                 "--max-memory", "1M", "--min-pretoken-count", "3"]) == 1
+    kept = int(capsys.readouterr().out.split("pre-tokens, ")[1].split(" of them kept")[0].replace(",", ""))
+    assert 950 <= kept <= 1050  # a third have count 3, and the sample is of 2,000 lines
 
 
 def test_the_heaps_fit_of_a_constant_is_flat():

@@ -29,7 +29,8 @@ def check(args: argparse.Namespace, files: list, special_tokens: list[str], patt
     before any counting."""
     min_count = args.min_pretoken_count or 1
     if counts is not None:
-        estimate = memory_estimate.counts_estimate(_rows(Path(counts)), workers=workers)
+        rows, kept = _rows(Path(counts), min_count)
+        estimate = memory_estimate.counts_estimate(rows, workers=workers, kept_share=kept)
     else:
         points, sample_bytes, kept = memory_estimate.sample_growth(
             files, special_tokens, pattern, args.text_field, min_count=min_count)
@@ -51,13 +52,24 @@ def check(args: argparse.Namespace, files: list, special_tokens: list[str], patt
     return estimate
 
 
-def _rows(path: Path) -> int:
-    """The rows of a count table (its manifest's totals: at least its distinct pre-tokens) or the
-    lines of a pre-token<TAB>count file, read without reading the counts."""
+def _rows(path: Path, min_count: int, sampled: int = 2000) -> tuple[int, float]:
+    """(The rows of a count table or the lines of a pre-token<TAB>count file, the share of them the
+    merge loop keeps), read without reading the counts into memory: a table's manifest totals (at
+    least its distinct pre-tokens; the share is taken as all of them, since a table's rare
+    pre-tokens may add up across its shards), a file's lines counted a block at a time, the share
+    from the counts of the first `sampled` lines of each block (a line that does not parse is left
+    out of the sample; reading the file later says what is wrong with it)."""
     if path.is_dir():
-        return int(table.read_manifest(path).get("totals", {}).get("rows", 0))
-    lines = 0
+        return int(table.read_manifest(path).get("totals", {}).get("rows", 0)), 1.0
+    lines = seen = kept = 0
     with open(path, "rb") as f:
         while block := f.read(1 << 24):
+            whole = 1 if lines else 0  # a block after the first may start inside a line
             lines += block.count(b"\n")
-    return lines
+            if min_count > 1:
+                for line in block.split(b"\n", sampled)[whole:sampled]:
+                    count = line.rpartition(b"\t")[2].strip()
+                    if count.isdigit():
+                        seen += 1
+                        kept += int(count) >= min_count
+    return lines, kept / seen if seen else 1.0
