@@ -14,6 +14,7 @@ from cs336_basics.corpora import executors, sources
 from cs336_basics.counts.table import MANIFEST, counted_with
 from cs336_basics.formats import pretrained
 from cs336_basics.text import patterns
+from cs336_basics.train import trainer
 from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token, token_occurrences
 
 
@@ -83,6 +84,9 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
         common.refuse_outputs_among([out], [Path(args.counts) / MANIFEST])
     size = sum(f.size for f in files)
     workers = args.workers or executors.default_num_workers(size if files else executors.PARALLEL_MIN_BYTES)
+    # The options training refuses, refused before the estimate is printed: a failed run prints nothing.
+    trainer.checked_extension(specials, None if start else args.pattern or counted[1] or "gpt2", args.vocab_size,
+                              args.workers, start)
     memory.check(args, files, specials, args.pattern or counted[1] or "gpt2", workers, counts=args.counts,
                  note="; SuperBPE's stage 2 needs more" if args.superword_from is not None else "")
     context.watch(*outputs)
