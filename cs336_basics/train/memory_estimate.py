@@ -30,7 +30,8 @@ from cs336_basics.train.trainer import PARALLEL_MIN_WORDS
 
 # Bytes of tree memory per distinct pre-token reaching the merge loop (the count dict in this
 # process, the words, pair counts and index in the shards), with 2 shards: 420 at 45 M distinct
-# pre-tokens (issue 41's simulated 100 GB), some 400 at 276 k (the 32 MB benchmark corpus). A change
+# pre-tokens (issue 41's simulated 100 GB), 366 at 8.4 M (benchmarks/make_web_counts.py --new-words
+# 10M), some 400 at 276 k (the 32 MB benchmark corpus). A change
 # to the merge loop's memory (`merge`) changes it: measure it again then (benchmarks/peak_tree_memory.py).
 MERGE_BYTES_PER_DISTINCT = 420
 # Bytes per distinct pre-token a counting process holds (its chunk table and pre-token counts), and
