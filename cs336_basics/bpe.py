@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import sources
 from cs336_basics.counts import table
-from cs336_basics.encode import engines, streaming
+from cs336_basics.encode import engines, offsets, streaming
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.encode.text_encoder import TextEncoder, whole_tokens
+from cs336_basics.encode.tiktoken_methods import SpecialChoice, TiktokenMethods
 from cs336_basics.formats import gpt2
 from cs336_basics.formats.definition import (
     TokenizerDefinition, add_special_tokens, checked_added_tokens, checked_merges, checked_vocab,
@@ -52,7 +53,9 @@ def train_bpe(
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
-    superword_from: int | None = None, min_pretoken_count: int = 1,
+    superword_from: int | bool | None = None, superword_pattern: str | None = None,
+    superword_max_words: int | None = None, superword_colon_rule: bool | None = None,
+    min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -62,9 +65,8 @@ def train_bpe(
 
     Returns `(vocab, merges)`: ids 0-255 are the single bytes, then one id per merge in creation
     order, then the special tokens in the order given. `len(vocab) == vocab_size` unless the corpus
-    runs out of pairs first. Special tokens cut the text into documents and are never merged. Each
-    step merges the most frequent pair; ties go to the lexicographically greatest
-    `(left_bytes, right_bytes)`.
+    runs out of pairs first. Special tokens cut the text into documents and are never merged. Each step
+    merges the most frequent pair; ties go to the lexicographically greatest `(left_bytes, right_bytes)`.
 
     Options: `pattern` is the pre-tokenization pattern: "gpt2" (the default), "cl100k", "o200k",
     "none" (each document is one sequence) or a regex (see `patterns`). `num_workers` processes
@@ -83,16 +85,17 @@ def train_bpe(
     `Tokenizer`, a folder, a tokenizer.json, a .tiktoken file or a pretrained name) keeps every id,
     merge and special token of that tokenizer, forces its merges first and adds the merges learned
     here, with the next free ids, until `vocab_size`; its pattern is the default (another is
-    refused). `superword_from` (SuperBPE's transition, a vocabulary size) trains to that size as
-    usual, then counts the corpus again with the "superbpe" pattern, which does not cut at spaces,
-    forces the merges so far and goes on: the tokenizer is then used with pattern "superbpe".
+    refused). `superword_from` (SuperBPE's transition, a vocabulary size; True: `start_from`'s size) trains to
+    it, then runs SuperBPE's stage 2 as released, or as `superword_pattern`, `superword_max_words` and
+    `superword_colon_rule` say (see `trainer.superword_options`); the tokenizer's pattern is `patterns.superword_pattern`'s.
     `min_pretoken_count` N > 1 drops the pre-tokens counted fewer than N times: the merges are those of the rest.
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
-        start_from=_definition(start_from), superword_from=superword_from, min_pretoken_count=min_pretoken_count,
-    )
+        start_from=_definition(start_from), superword_from=superword_from, superword_pattern=superword_pattern,
+        superword_max_words=superword_max_words, superword_colon_rule=superword_colon_rule,
+        min_pretoken_count=min_pretoken_count)
 
 
 def _definition(tokenizer: "str | os.PathLike | Tokenizer | TokenizerDefinition | None") -> "TokenizerDefinition | None":
@@ -150,7 +153,7 @@ def train_bpe_from_counts(
                                    started=started, start_from=base, min_pretoken_count=given)
 
 
-class Tokenizer:
+class Tokenizer(TiktokenMethods, offsets.OffsetMethods):
     """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
 
     Ids equal tiktoken's for the same vocabulary, with the special tokens allowed. Special tokens
@@ -252,34 +255,23 @@ class Tokenizer:
         pretrained.save(directory, self.vocab, self.merges, self.special_tokens, self.pattern,
                         added_tokens=self.added_tokens, post_processor=self.post_processor)
 
-    def to_tiktoken(self, *, name: str = "cs336"):
-        """A `tiktoken.Encoding` giving our ids on any text (special tokens allowed with
-        `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
-        from cs336_basics.formats import pretrained
-
-        patterns.regex_string(self.pattern)  # a pipeline is refused here, before the ranks are checked
-        return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, self.pattern, name=name)
-
-    def save_tiktoken(self, path: "str | os.PathLike") -> None:
-        """Write our ids as a `.tiktoken` rank file (special tokens are not part of it), atomically;
-        ValueError when the ids cannot be ranks (e.g. a vocabulary imported from Hugging Face)."""
-        from cs336_basics.formats.tiktoken import ranks_from_vocab, save_ranks
-
-        save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
-
-    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+    def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: SpecialChoice = None,
+               disallowed_special: SpecialChoice = None) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids. As in tiktoken, a
         surrogate pair in `text` counts as the character it stands for and a lone surrogate as U+FFFD.
         `add_special_tokens=True` adds what the post-processor of a loaded `tokenizer.json` adds to
         one sequence (e.g. Llama 3's beginning-of-text token), as Hugging Face's does; without one
-        it changes nothing.
+        it changes nothing. `allowed_special`, `disallowed_special`: tiktoken's, when either is given
+        (see `encode.tiktoken_methods`).
 
         >>> tok.encode("hi<|endoftext|>")  # doctest: +SKIP
         [5303, 50256]
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        ids = self._encode_valid(fix_surrogates(text))
+        choosing = allowed_special is not None or disallowed_special is not None
+        tok = self._choose_specials([text], allowed_special, disallowed_special) if choosing else self
+        ids = tok._encode_valid(fix_surrogates(text))
         if add_special_tokens and self._added is not None:
             before, after = self._template
             ids = [*before, *ids, *after]
@@ -368,13 +360,18 @@ class Tokenizer:
         )
 
     def encode_batch(
-        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
+        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto",
+        allowed_special: SpecialChoice = None, disallowed_special: SpecialChoice = None,
     ) -> list[list[int]]:
-        """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging Face's
-        `encode_batch`), by `num_workers` processes; see `encode.corpus.encode_batch`.
+        """The ids of each text, as `encode` gives them (with the same `allowed_special` and
+        `disallowed_special`), in order (as tiktoken's and Hugging Face's `encode_batch`), by
+        `num_workers` processes; see `encode.corpus.encode_batch`.
         """
         from cs336_basics.encode.corpus import encode_batch
 
+        if allowed_special is not None or disallowed_special is not None:
+            return self._encode_batch_choosing(texts, allowed_special, disallowed_special,
+                                               num_workers=num_workers, engine=engine)
         return encode_batch(self, texts, num_workers=num_workers, engine=engine)
 
     def decode(self, ids: Iterable[int]) -> str:

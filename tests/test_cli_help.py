@@ -25,6 +25,7 @@ from cs336_basics.datasets import writer as dataset_writer
 from cs336_basics.encode.token_arrays import choose_dtype
 from cs336_basics.formats import llmc
 from cs336_basics.report import default_min_count
+from cs336_basics.train.trainer import superword_options
 
 
 def commands(parser: argparse.ArgumentParser | None = None, path: tuple[str, ...] = ()):
@@ -119,6 +120,15 @@ def _words_only(help_text: str) -> None:
     """A default that is a rule the command applies (see its `run_*`), not a value to compare."""
 
 
+def _superword_pattern(help_text: str) -> None:
+    assert superword_options(300, 400, [], None).pattern == stated_default(help_text) == "superbpe"
+
+
+def _superword_max_words(help_text: str) -> None:
+    assert superword_options(300, 400, [], None).max_words == int(stated_default(help_text)) == 4
+    assert superword_options(300, 400, [], None, "superbpe-v1").max_words == 0 and "superbpe-v1: 0" in help_text
+
+
 def _min_pretoken_count(help_text: str) -> None:
     """None in the parser, so that training from a count table takes the N it was counted with."""
     import inspect
@@ -139,6 +149,8 @@ DESCRIBED = {
     "bpe encode --dtype": _dtype,
     "bpe serve --tokenizer": _words_only,
     "bpe train INPUT": _bundled_corpus,
+    "bpe train --superword-pattern": _superword_pattern,
+    "bpe train --superword-max-words": _superword_max_words,
     "--min-pretoken-count": _min_pretoken_count,
 }
 

@@ -4,7 +4,7 @@ import argparse
 from pathlib import Path
 
 from cs336_basics.cli import common, memory
-from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size, positive_int
+from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size
 from cs336_basics.corpora import executors, sources
 from cs336_basics.errors import CommandError
 from cs336_basics.train import trainer
@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the count table's folder")
     common.add_corpus_options(p)
     common.add_special_options(p)
-    p.add_argument("--workers", type=positive_int, metavar="N",
+    p.add_argument("--workers", type=common.worker_count, metavar="N",
                    help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--piece-size", type=byte_size, metavar="SIZE",
                    help="input bytes per shard, e.g. 64M (default: the input over the workers, so one shard per "

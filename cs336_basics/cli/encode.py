@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="dataset directory: about this many bytes of ids per shard (default 256M)")
     p.add_argument("--overwrite", action="store_true",
                    help="dataset directory: write it anew even if it was started with other settings")
-    p.add_argument("--workers", type=positive_int, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
+    p.add_argument("--workers", type=common.worker_count, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"],
                    help="the ids' type (default: uint16 if the vocabulary's ids fit, else uint32)")
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
@@ -56,6 +56,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("inspect", help="show how a text is cut into tokens")
     p.add_argument("text")
+    p.add_argument("--offsets", action="store_true",
+                   help="then one line per token: its character span in the text (start, end), id, token and "
+                        "the text it spans (a token holding part of a character spans that character)")
     common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name")
     common.add_special_options(p)
     p.set_defaults(run=run_inspect)
@@ -249,7 +252,7 @@ def run_inspect(args: argparse.Namespace, context: RunContext) -> None:
         raise CommandError("the text argument is not valid in this terminal's encoding (it decodes to "
                            "surrogates); set a UTF-8 locale, e.g. LANG=C.UTF-8")
     tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
-    ids = tokenizer.encode(args.text)
+    ids, spans = tokenizer.encode_with_offsets(args.text)
     colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
     pieces = []
     for n, token_id in enumerate(ids):
@@ -261,3 +264,18 @@ def run_inspect(args: argparse.Namespace, context: RunContext) -> None:
     print("".join(pieces))
     print(" ".join(map(str, ids)))
     print(f"{len(ids)} tokens, {len(args.text.encode())} bytes")
+    if args.offsets:
+        _print_offsets(args.text, ids, spans, tokenizer)
+
+
+def _print_offsets(text: str, ids: list[int], spans: list[tuple[int, int]], tokenizer: Tokenizer) -> None:
+    """`bpe inspect --offsets`: a header, then each token's span, id, token and the text it spans, in columns."""
+    rows = [("start", "end", "id", "token", "text")] + [
+        (str(start), str(end), str(token_id), f"[{readable_token(tokenizer.vocab[token_id])}]",
+         f"[{readable_token(text[start:end].encode())}]")
+        for token_id, (start, end) in zip(ids, spans)
+    ]
+    widths = [max(len(row[k]) for row in rows) for k in range(4)]
+    for row in rows:
+        print("  ".join([*(cell.rjust(w) if k < 3 else cell.ljust(w) for k, (cell, w) in enumerate(zip(row, widths))),
+                         row[4]]))

@@ -58,7 +58,8 @@ _CLASSES = {
     "cl100k": (r"\p{L}", r"\p{N}", r"\s"),
     "o200k": (r"\p{L}", r"\p{N}", r"\s", r"\p{M}", r"\p{Lu}", r"\p{Ll}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}"),
     "none": (),
-    "superbpe": (r"\p{N}", r"\d"),
+    "superbpe": (r"\p{N}", r"\p{L}", r"\s"),
+    "superbpe-v1": (r"\p{N}", r"\d"),
 }
 
 
