@@ -55,6 +55,7 @@ def train_bpe(
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
     superword_from: int | bool | None = None, superword_pattern: str | None = None,
     superword_max_words: int | None = None, superword_colon_rule: bool | None = None,
+    min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -76,7 +77,7 @@ def train_bpe(
     `stats` dict, if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`,
     `input_bytes`, `pretoken_bytes` (the corpus length in bytes without the special tokens),
     `byte_counts` (how often each byte value occurs in it: with the merge log, each token's count in
-    the encoded corpus, see `merge_log.token_occurrences`) and `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
+    the encoded corpus, see `merge_log.token_occurrences`), `num_workers` and `dropped_pretokens` (see below). A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
 
@@ -87,12 +88,14 @@ def train_bpe(
     refused). `superword_from` (SuperBPE's transition, a vocabulary size; True: `start_from`'s size) trains to
     it, then runs SuperBPE's stage 2 as released, or as `superword_pattern`, `superword_max_words` and
     `superword_colon_rule` say (see `trainer.superword_options`); the tokenizer's pattern is `patterns.superword_pattern`'s.
+    `min_pretoken_count` N > 1 drops the pre-tokens counted fewer than N times: the merges are those of the rest.
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
         start_from=_definition(start_from), superword_from=superword_from, superword_pattern=superword_pattern,
-        superword_max_words=superword_max_words, superword_colon_rule=superword_colon_rule)
+        superword_max_words=superword_max_words, superword_colon_rule=superword_colon_rule,
+        min_pretoken_count=min_pretoken_count)
 
 
 def _definition(tokenizer: "str | os.PathLike | Tokenizer | TokenizerDefinition | None") -> "TokenizerDefinition | None":
@@ -128,7 +131,7 @@ def train_bpe_from_iterator(
 def train_bpe_from_counts(
     counts: "str | os.PathLike | dict[bytes, int]", vocab_size: int, special_tokens: list[str] | None = None, *,
     pattern: str | None = None, num_workers: int | None = None, progress: bool = False, stats: dict | None = None,
-    merge_log: list[tuple[int, int]] | None = None,
+    merge_log: list[tuple[int, int]] | None = None, min_pretoken_count: int | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`train_bpe` from pre-token counts made before (no pass over the text): exactly the merges
@@ -137,18 +140,17 @@ def train_bpe_from_counts(
     counts. `special_tokens` and `pattern` default to the table's and must equal them when given (a
     file or dict records none: they default to `["<|endoftext|>"]` and "gpt2", as in `bpe train`). `start_from` extends a tokenizer as
     `train_bpe`'s does: the counts must be of its pattern and cut at its special tokens (among
-    theirs). Other options as `train_bpe`'s."""
-
+    theirs). `min_pretoken_count` defaults to the one a table was counted with (else 1). Other options as `train_bpe`'s."""
     started = time.perf_counter()
     base = _definition(start_from)
     read = table.read_counts(counts)
     special_tokens, pattern = table.agreed(read, counts if isinstance(counts, (str, os.PathLike)) else "the counts",
                                            special_tokens, pattern if base is None or pattern else base.pattern)
     handed_over, input_bytes = [read.word_counts], read.input_bytes  # the only reference: see train_bpe
-    del read
+    given, read = read.min_count if min_pretoken_count is None else min_pretoken_count, None  # the table's by default
     return trainer.train_on_counts(handed_over, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers,
                                    progress=progress, stats=stats, merge_log=merge_log, input_bytes=input_bytes,
-                                   started=started, start_from=base)
+                                   started=started, start_from=base, min_pretoken_count=given)
 
 
 class Tokenizer(TiktokenMethods, offsets.OffsetMethods):

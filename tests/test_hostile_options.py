@@ -103,6 +103,10 @@ RUNS = {
     ("dataset", "convert", "--shard-tokens"): ["dataset", "convert", "{ds}", "--format", "llmc", "--out", "{out}/p", "--quiet"],
     ("count", "--workers"): ["count", "{corpus}", "--out", "{out}/counts", "--quiet"],
     ("count", "--piece-size"): ["count", "{corpus}", "--out", "{out}/counts", "--quiet"],
+    ("train", "--min-pretoken-count"): ["train", "{corpus}", "--vocab-size", "280", "--out", "{out}/tok", "--quiet"],
+    ("train", "--max-memory"): ["train", "{corpus}", "--vocab-size", "280", "--out", "{out}/tok", "--quiet"],
+    ("count", "--min-pretoken-count"): ["count", "{corpus}", "--out", "{out}/counts", "--quiet"],
+    ("count", "--max-memory"): ["count", "{corpus}", "--out", "{out}/counts", "--quiet"],
 }  # fmt: skip
 
 
@@ -188,6 +192,21 @@ def _counted(out, world, stdout):
     assert read_counts(out / "counts").word_counts == read_counts(world["counts"]).word_counts
 
 
+def _nothing_left_to_merge(out, world, stdout):
+    """No pre-token is seen 2**40 times: all are dropped, and the tokenizer is the bytes and the special token."""
+    tokenizer = _loads_and_round_trips(out / "tok", world["corpus"])
+    assert tokenizer.merges == [] and len(tokenizer.vocab) == 257
+    assert "seen fewer than" in stdout and "(0 merges)" in stdout, stdout
+
+
+def _trained_within_the_limit(out, world, stdout):
+    from cs336_basics.bpe import train_bpe
+
+    tokenizer = _loads_and_round_trips(out / "tok", world["corpus"])
+    assert (tokenizer.vocab, tokenizer.merges) == train_bpe(world["corpus"], 280, [EOT])
+    assert stdout.startswith("estimated peak memory ")
+
+
 ACCEPTED = {
     (*key, size): check
     for key, check in [
@@ -198,6 +217,10 @@ ACCEPTED = {
         (("report", "--sample-bytes"), _report_on_all_text),
         (("report", "--min-count"), _report_on_all_text),
         (("count", "--piece-size"), _counted),
+        (("train", "--min-pretoken-count"), _nothing_left_to_merge),
+        (("train", "--max-memory"), _trained_within_the_limit),
+        (("count", "--min-pretoken-count"), _counted),  # the table keeps every count, and records N
+        (("count", "--max-memory"), _counted),
     ]
     for size in ("large", "huge")
 } | {("train", "--superword-max-words", size): _superwords_of_any_length for size in ("zero", "large", "huge")} \

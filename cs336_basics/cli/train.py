@@ -8,9 +8,9 @@ from pathlib import Path
 
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, train_bpe, train_bpe_from_counts
-from cs336_basics.cli import common
+from cs336_basics.cli import common, memory
 from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, positive_int
-from cs336_basics.corpora import sources
+from cs336_basics.corpora import executors, sources
 from cs336_basics.counts.table import MANIFEST, counted_with
 from cs336_basics.formats import pretrained
 from cs336_basics.text import patterns
@@ -50,6 +50,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--superword-allow-colon-space", action="store_true",
                    help="SuperBPE: let stage-2 tokens hold a colon followed by a space (refused by default)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    memory.add_options(p)
     p.add_argument("--counts", metavar="COUNTS", help="train from a count table (bpe count) or a pre-token<TAB>count "
                    "file instead of INPUT: its pattern and special tokens are the defaults")
     p.set_defaults(run=run_train)
@@ -138,6 +139,13 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     common.refuse_outputs_among(outputs, [*files, *(common.tokenizer_files(args.start_from) if start else ())])
     if args.counts and Path(args.counts).is_dir():
         common.refuse_outputs_among([out], [Path(args.counts) / MANIFEST])
+    size = sum(f.size for f in files)
+    workers = args.workers or executors.default_num_workers(size if files else executors.PARALLEL_MIN_BYTES)
+    # The options training refuses, refused before the estimate is printed: a failed run prints nothing.
+    trainer.checked_extension(specials, None if start else args.pattern or counted[1] or "gpt2", args.vocab_size,
+                              args.workers, start)
+    memory.check(args, files, specials, args.pattern or counted[1] or "gpt2", workers, counts=args.counts,
+                 note="; SuperBPE's stage 2 needs more" if args.superword_from is not None else "")
     context.watch(*outputs)
     stats: dict = {}
     log: list[tuple[int, int]] = []
@@ -147,6 +155,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
         vocab, merges = train_bpe_from_counts(
             args.counts, args.vocab_size, args.special_token, pattern=pattern, num_workers=args.workers,
             progress=not args.quiet, stats=stats, merge_log=log, start_from=start,
+            min_pretoken_count=args.min_pretoken_count,
         )
     else:
         with common.executor(args) as executor:
@@ -156,6 +165,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
                 stats=stats, merge_log=log, start_from=start, superword_from=args.superword_from,
                 superword_pattern=args.superword_pattern, superword_max_words=args.superword_max_words,
                 superword_colon_rule=False if args.superword_allow_colon_space else None,
+                min_pretoken_count=args.min_pretoken_count or 1,
             )
     if args.superword_from is not None:
         pattern = patterns.superword_pattern(args.superword_pattern or patterns.SUPERBPE)
@@ -180,7 +190,9 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
             if start is not None else f"{len(merges):,} merges")
     print(f"trained on {input_path} ({stats['input_bytes']:,} bytes, {stats['num_workers']} worker(s), "
           f"pattern {_pattern_label(tokenizer.pattern)})")
-    print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct)")
+    dropped = (f", {stats['dropped_pretokens']:,} seen fewer than {stats['min_pretoken_count']:,} times dropped"
+               if stats["dropped_pretokens"] else "")
+    print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct{dropped})")
     print(f"  merging              {stats['merge_seconds']:8.2f} s   ({made})")
     print(f"  total                {total:8.2f} s")
     workers = f", {child:.0f} MB in the largest worker" if child and not args.dask_scheduler else ""

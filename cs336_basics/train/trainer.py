@@ -97,13 +97,15 @@ def train_on_files(
     piece_size: int | None, executor: "concurrent.futures.Executor | None", text_field: str, progress: bool,
     stats: dict | None, merge_log: list[tuple[int, int]] | None, start_from: BaseTokenizer | None = None,
     superword_from: "int | bool | None" = None, superword_pattern: str | None = None,
-    superword_max_words: int | None = None, superword_colon_rule: bool | None = None,
+    superword_max_words: int | None = None, superword_colon_rule: bool | None = None, min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe`, which states the contract: the corpus resolved and planned into work units,
     counted by workers or `executor`, then `train_from_counts`. With `superword_from` (SuperBPE, see
     `superword_options`), stage 1 trains to that size, and stage 2 counts again with the stage-2
-    pattern, forces the stage-1 merges and passes over the pairs whose tokens break its limits."""
+    pattern, forces the stage-1 merges and passes over the pairs whose tokens break its limits. Both
+    stages drop the pre-tokens seen fewer than `min_pretoken_count` times."""
     special_tokens, pattern = checked_extension(special_tokens, pattern, vocab_size, num_workers, start_from)
+    check_min_pretoken_count(min_pretoken_count)
     superwords = superword_options(superword_from, vocab_size, special_tokens, start_from, superword_pattern,
                                    superword_max_words, superword_colon_rule)
     files = sources.resolve(input_path)
@@ -134,7 +136,7 @@ def train_on_files(
             forced = list(start_from.merges) if start_from is not None else []
         else:
             _, forced = train_from_counts([count(pattern)], superwords.transition, special_tokens, workers, started,
-                                          size, progress, stage1, None, base=start_from)
+                                          size, progress, stage1, None, base=start_from, min_count=min_pretoken_count)
         pattern = superwords.pattern
         allows = superword_limits(superwords.max_words, superwords.colon_rule)
         if start_from is None:  # stage 2 may make a token twice: vocabulary and merges as an extension's
@@ -142,7 +144,8 @@ def train_on_files(
         started = time.perf_counter()
     handed_over = [count(pattern)]  # the only reference: the merge loop may free the counts (see below)
     vocab, merges = train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress,
-                                      stats, merge_log, base=start_from, forced=forced, allows=allows)
+                                      stats, merge_log, base=start_from, forced=forced, allows=allows,
+                                      min_count=min_pretoken_count)
     if superwords is not None and stats is not None:
         for key in ("count_seconds", "merge_seconds"):
             stats[key] += stage1[key]
@@ -170,7 +173,7 @@ def train_on_documents(
 def train_on_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], *, pattern: str, num_workers: int | None,
     progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, input_bytes: int | None,
-    started: float, start_from: BaseTokenizer | None = None,
+    started: float, start_from: BaseTokenizer | None = None, min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe_from_counts`, which states the contract: counts made before (the one item of
     `handed_over`, read since `started`, cut at `special_tokens`) go straight to `train_from_counts`:
@@ -182,16 +185,17 @@ def train_on_counts(
             raise ValueError(f"the counts were not cut at the special tokens {missing} of the tokenizer to extend, "
                              "as its corpus would be: count the corpus again with them")
     special_tokens, pattern = checked_extension(special_tokens, pattern, vocab_size, num_workers, start_from)
+    check_min_pretoken_count(min_pretoken_count)
     workers = num_workers or executors.default_num_workers(executors.PARALLEL_MIN_BYTES)
     return train_from_counts(handed_over, vocab_size, special_tokens, workers, started, input_bytes, progress, stats,
-                             merge_log, base=start_from)
+                             merge_log, base=start_from, min_count=min_pretoken_count)
 
 
 def train_from_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], workers: int, started: float,
     size: int | None, progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, *,
     base: BaseTokenizer | None = None, forced: list[tuple[bytes, bytes]] | None = None,
-    allows: Callable[[bytes], bool] | None = None,
+    allows: Callable[[bytes], bool] | None = None, min_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """The merges and vocabulary learned from pre-token counts, given as the one item of the list
     `handed_over`, which holds the only reference to them (the part `train_bpe` and
@@ -199,9 +203,13 @@ def train_from_counts(
 
     With `base` (a tokenizer being extended) the vocabulary is `extended_vocab`'s; the loop's first
     merges are forced: `forced`, or by default the base's merges. `allows` is SuperBPE's test of
-    the chosen merges' tokens (see `merge.train_merges`)."""
+    the chosen merges' tokens (see `merge.train_merges`). The pre-tokens counted fewer than
+    `min_count` times are dropped first (see `pruned`): the merges, merge log and statistics are
+    those of the counts that are left."""
     word_counts = handed_over.pop()
     distinct = len(word_counts)
+    word_counts = pruned(word_counts, min_count)  # the dict counted is freed here when pruned
+    kept = len(word_counts)
     wanted = stats is not None or merge_log is not None
     corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
     byte_counts = counting.byte_counts(word_counts) if stats is not None else None
@@ -221,7 +229,7 @@ def train_from_counts(
         merges = train_merges(
             handed_over.pop(),
             num_merges,
-            num_shards=workers if distinct >= PARALLEL_MIN_WORDS else 1,
+            num_shards=workers if kept >= PARALLEL_MIN_WORDS else 1,
             on_merge=(lambda k: bar.update(1)) if bar else None,
             merge_log=steps,
             forced=forced,
@@ -238,6 +246,8 @@ def train_from_counts(
             count_seconds=counted - started,
             merge_seconds=time.perf_counter() - counted,
             distinct_pretokens=distinct,
+            dropped_pretokens=distinct - kept,
+            min_pretoken_count=min_count,
             pretoken_bytes=corpus_bytes,
             input_bytes=corpus_bytes if size is None else size,
             num_workers=workers,
@@ -252,6 +262,21 @@ def train_from_counts(
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     return vocab, merges
+
+
+def pruned(word_counts: dict[bytes, int], min_count: int) -> dict[bytes, int]:
+    """The counts of the pre-tokens counted at least `min_count` times (`word_counts` itself for 1).
+    A new dict, so that the one given can be freed with the pre-tokens dropped: a dict does not
+    shrink as keys are deleted from it."""
+    if min_count <= 1:
+        return word_counts
+    return {word: n for word, n in word_counts.items() if n >= min_count}
+
+
+def check_min_pretoken_count(min_pretoken_count: int) -> None:
+    """ValueError unless `min_pretoken_count` is a positive int."""
+    if type(min_pretoken_count) is not int or min_pretoken_count < 1:
+        raise ValueError(f"min_pretoken_count must be a positive int (1 drops nothing), got {min_pretoken_count!r}")
 
 
 def extension_options(
