@@ -31,7 +31,7 @@ only: not on how a text is cut into calls (`encode_iterable` gives `encode`'s id
 
 import heapq
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -73,10 +73,11 @@ def randomness(dropout: float, seed: "int | Sequence[int] | None") -> "tuple[()]
     return (dropout, Stream(key, dropout)) if dropout else ()
 
 
-def simulate(word: str, drops: Sequence[int], table: MergeTable, stale: "list[int] | None" = None) -> tuple[str, int]:
+def simulate(word: str, drops: Iterable[int], table: MergeTable, stale: "list[int] | None" = None) -> tuple[str, int]:
     """Hugging Face's dropout BPE of one pre-token (bytes as id-characters, see `encoder`) where the
     draws numbered in `drops` (1-based, increasing) drop and every other draw keeps: (its tokens as
-    id-characters, the number of draws made). See the module docstring. The numbers of the draws
+    id-characters, the number of draws made). See the module docstring. `drops` may be an iterator
+    that makes them as it goes: the next one is asked for only once the one before is reached. The numbers of the draws
     of stale entries that are kept are appended to `stale` when given."""
     rank_of = table.pair_rank.get
     merged = table.merged
@@ -228,22 +229,42 @@ class DropoutEncoder:
         return b"".join(values)
 
     def _sampled(self, number: int, first: int, gaps: "Gaps") -> bytes:
-        """The ids of one occurrence of pre-token `number` whose first drop is draw `first`."""
+        """The ids of one occurrence of pre-token `number` whose first drop is draw `first`.
+
+        The chain of drops is followed through the outcomes kept; at the first pattern of drops
+        not kept, one replay with those drops goes on to the end, drawing each further drop as it
+        is reached (the replay of drops d1..dk agrees with that of d1..dk-1 up to draw dk, so this
+        is the chain in one pass, taking the same gaps), and its outcome is kept under all its drops.
+        """
         outcomes = self._outcomes
         drops: tuple[int, ...] = (first,)
         at = first
         while True:
             key = (number, drops)
             outcome = outcomes.get(key)
-            if outcome is None and len(drops) == 1 and first in self._stale[number]:
-                outcome = (draws_with_stale_dropped(int(self._pops[number]), first), self._plain[number])
-            elif outcome is None:
-                tokens, draws = simulate(self._chars[number], drops, self._table)
-                outcome = outcomes[key] = (draws, tokens.encode(self._codec, "surrogatepass"))
+            if outcome is None:
+                if len(drops) == 1 and first in self._stale[number]:
+                    outcome = (draws_with_stale_dropped(int(self._pops[number]), first), self._plain[number])
+                else:
+                    hit: list[int] = list(drops)
+                    tokens, draws = simulate(self._chars[number], _further(hit, at, gaps), self._table)
+                    ids = tokens.encode(self._codec, "surrogatepass")
+                    outcomes[(number, tuple(hit))] = (draws, ids)
+                    return ids
             at += gaps.next_gap()
             if at > outcome[0]:
                 return outcome[1]
             drops = (*drops, at)
+
+
+def _further(hit: list[int], at: int, gaps: "Gaps") -> "Iterator[int]":
+    """The drops in `hit`, then each next one `at` plus a gap, appended to `hit` when it is reached
+    (`simulate` asks for the next drop only once the one before is reached)."""
+    yield from list(hit)
+    while True:
+        at += gaps.next_gap()
+        yield at
+        hit.append(at)
 
 
 def draws_with_stale_dropped(plain_draws: int, first: int) -> int:
