@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cs336_basics.bpe import Tokenizer
 from cs336_basics.cli import main
 from cs336_basics.encode import engines
-from cs336_basics.encode.dropout import draws_with_stale_dropped, simulate
+from cs336_basics.encode.dropout import DropoutEncoder, Stream, draws_with_stale_dropped, first_drops, simulate
 from cs336_basics.encode.encoder import build_merge_table, merge_chars
 from tests.adapters import run_train_bpe
 from tests.common import FIXTURES_PATH
@@ -137,6 +137,42 @@ def test_ours_samples_the_exact_distribution(tok):
     assert seen.keys() <= exact.keys()
     for outcome, probability in exact.items():
         assert seen[outcome] / runs == pytest.approx(probability, abs=0.03), outcome
+
+
+def replayed_drop_by_drop(words: list[str], table, codec: str, p: float, key: tuple[int, ...]) -> bytes:
+    """The ids `DropoutEncoder` must give `words` (each a pre-token) from stream `key`, as the module
+    docstring defines them: each occurrence's first drop from its uniform number; while the next
+    drop (a gap later) comes within the draws of the replay with the drops so far, it is added."""
+    stream, out, start = Stream(key, p), [], 0
+    while start < len(words):
+        u, gaps = stream.block_draws(len(words) - start)
+        for word, first in zip(words[start : start + len(u)], first_drops(u, p).tolist()):
+            chars = word.encode().decode("latin-1").translate(table.byte_chars)
+            tokens, draws = simulate(chars, (), table)
+            drops, at = (first,), first
+            while at <= draws:
+                tokens, draws = simulate(chars, drops, table)
+                at += gaps.next_gap()
+                drops = (*drops, at)
+            out.append(tokens)
+        start += len(u)
+    return "".join(out).encode(codec, "surrogatepass")
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.lists(st.sampled_from([" the", " there", "ing", " internationalization", " Straße", "中文字",
+                                       " aaaaaaaaaaaa", " thethethe"]) | st.text(min_size=1, max_size=12),
+                      min_size=1, max_size=40),
+       p=st.sampled_from([0.1, 0.3, 0.6]), seed=st.integers(0, 2**32))
+def test_one_replay_per_occurrence_gives_the_drop_by_drop_chain(tok, words, p, seed):
+    """`DropoutEncoder` follows an occurrence's chain of drops in one replay, through outcomes kept
+    and the stale-entry shortcut: the ids are those of one replay per drop, also when the outcomes
+    kept from a first call are used."""
+    table, codec, fixed = tok.cache.plain_parts()
+    words = [word for word in words if word not in fixed] * 5  # occurrences that meet outcomes kept
+    encoder = DropoutEncoder(table, codec, fixed, None)
+    for key in [(seed,), (seed,), (seed + 1,), (seed + 2,)]:
+        assert encoder.encode(words, p, Stream(key, p)) == replayed_drop_by_drop(words, table, codec, p, key)
 
 
 # --- Hugging Face's BPE(dropout=p) -------------------------------------------------------------------

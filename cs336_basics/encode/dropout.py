@@ -19,9 +19,13 @@ with dropout, as in Hugging Face's.
 Speed. The outcome is a function of which draws (numbered in the order entries are taken) drop:
 with no drop it is plain BPE. The draws are Bernoulli(p), so the number of the first dropped one is
 geometric: one uniform number per pre-token occurrence (drawn by NumPy for many at once, and
-inverted) says whether it drops within the draws its plain BPE takes. Most occurrences do not (then their ids are the plain ones, kept
-per distinct pre-token); the others follow the chain of drops, each step keyed by the pre-token and
-the drops so far, whose outcome (ids and number of draws) is computed once and kept.
+inverted) says whether it drops within the draws its plain BPE takes. Most occurrences do not (then
+their ids are the plain ones, kept per distinct pre-token); the others follow the chain of drops:
+while the next drop (a gap after the one before) comes within the draws of the BPE with the drops so
+far, it is added. The outcomes (ids and number of draws) of patterns of drops met before are kept;
+from the first pattern not kept, one replay goes on to the end, drawing each further drop when it is
+reached (the replay with drops d1..dk is the one with d1..dk-1 up to draw dk), so an occurrence costs
+at most one replay however many drops it takes.
 
 Randomness. Draws come from NumPy generators seeded by a stream key (the seed, and for `bpe encode`
 the work unit's number, for `encode_batch` the text's) and the number of the block of `BLOCK`
