@@ -227,8 +227,10 @@ class DropoutEncoder:
             u, gaps = stream.block_draws(len(occurrences) - start)
             end = start + len(u)
             first = first_drops(u, dropout)
-            for i in np.flatnonzero(first <= pops[start:end]).tolist():
-                values[start + i] = self._sampled(occurrences[start + i], int(first[i]), gaps)
+            chosen = np.flatnonzero(first <= pops[start:end])
+            sampled = self._sampled
+            for i, drop in zip((chosen + start).tolist(), first[chosen].tolist()):
+                values[i] = sampled(occurrences[i], drop, gaps)
             start = end
         return b"".join(values)
 
