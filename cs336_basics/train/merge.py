@@ -31,6 +31,7 @@ import time
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from functools import partial
 from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
@@ -261,16 +262,20 @@ class _Shard:
     Words of up to `_LONG` tokens are strings indexed by `where`: a word is listed under a pair once
     per occurrence when the pair appears, and stays listed when a merge takes the pair apart; merge
     skips such stale entries and repeats, since the first visit merges every occurrence. An entry
-    is a tuple of word numbers, or one bare number (see `_compact`). Longer words, where a pass
+    is an array of word numbers, or one bare number (see `_compact`). Longer words, where a pass
     over the word per merge would be quadratic, are `long_words.LongWords` (merged with NumPy).
     """
 
     def __init__(self, words: list, counts: list[int], long: int | None = None):
         """`words` are pre-tokens in UTF-8: each becomes a string with one character per token (the
         byte tokens' ids are the bytes), made here, in the shard's own process; or such strings."""
-        self.words = [word.decode("latin-1") for word in words] if words and type(words[0]) is bytes else words
+        if words and type(words[0]) is bytes:  # in place: each word's bytes are freed as its string is made
+            for i, word in enumerate(words):
+                words[i] = word.decode("latin-1")
+        self.words = words
         self.counts = counts
-        self.where: dict[int, int | tuple[int, ...]] = {}
+        self.numbers = "i" if len(words) < 1 << 31 else "q"  # the array type of the index's word numbers
+        self.where: dict[int, int | array] = {}
         long = _LONG if long is None else long
         numbers = [i for i, word in enumerate(self.words) if len(word) > long]
         self.long = None
@@ -285,7 +290,7 @@ class _Shard:
         """Build the index and return how often each adjacent pair occurs (overlaps count); once,
         before any merge."""
         words, counts = self.words, self.counts
-        where: dict[str, list[int]] = defaultdict(list)
+        where: dict[str, array] = defaultdict(partial(array, self.numbers))
         for i, word in enumerate(words):
             for pair in map(str.__add__, word, word[1:]):
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
@@ -293,7 +298,8 @@ class _Shard:
         pair_counts = {_pair_id(pair): sum(map(count_of, ids)) for pair, ids in where.items()}
         compact = self.where
         for pair in list(where):  # each list is freed as soon as it is copied
-            compact[_pair_id(pair)] = _compact(where.pop(pair))
+            ids = where.pop(pair)
+            compact[_pair_id(pair)] = ids[0] if len(ids) == 1 else ids
         if self.long is not None:
             self.long.count_pairs(pair_counts)
         return pair_counts
@@ -365,30 +371,33 @@ class _Shard:
             change[x_left | a] -= n
             gained = x_left | c
             change[gained] = n
-            where[gained] = _compact(ids)
+            where[gained] = self._compact(ids)
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
             y_id = ord(y)
             change[b_left | y_id] -= n
             gained = c_left | y_id
             change[gained] = n
-            where[gained] = _compact(ids)
+            where[gained] = self._compact(ids)
         if adjacent:
             n = sum(map(count_of, adjacent))
             shrink += n
             change[b_left | a] -= n
             gained = c_left | c
             change[gained] = n
-            where[gained] = _compact(adjacent)
+            where[gained] = self._compact(adjacent)
         if self.long is not None:
             shrink += self.long.merge(pair_id, c, change)
         change.pop(pair_id, None)
         return change, shrink
 
+    def _compact(self, ids: list[int]) -> int | array:
+        """An index entry in its smallest form: most new pairs are in one word, kept as a bare
+        number; more as an array of word numbers, 4 bytes each (a tuple would take 8, and each number
+        an int object of 32 more, since numbers read from an array are new objects)."""
+        return ids[0] if len(ids) == 1 else array(self.numbers, ids)
 
-def _compact(ids: list[int]) -> int | tuple[int, ...]:
-    """An index entry in its smallest form: most new pairs are in one word, kept as a bare number."""
-    return ids[0] if len(ids) == 1 else tuple(ids)
+
 
 
 # The function a shard process runs, as "module:function"; given the two ends of its pipes.
