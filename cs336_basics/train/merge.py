@@ -262,7 +262,7 @@ class _Shard:
     Words of up to `_LONG` tokens are strings indexed by `where`: a word is listed under a pair once
     per occurrence when the pair appears, and stays listed when a merge takes the pair apart; merge
     skips such stale entries and repeats, since the first visit merges every occurrence. An entry
-    is an array of word numbers, or one bare number (see `_compact`). Longer words, where a pass
+    is the bytes of an array of word numbers, or one bare number (see `_compact`). Longer words, where a pass
     over the word per merge would be quadratic, are `long_words.LongWords` (merged with NumPy).
     """
 
@@ -275,7 +275,7 @@ class _Shard:
         self.words = words
         self.counts = counts
         self.numbers = "i" if len(words) < 1 << 31 else "q"  # the array type of the index's word numbers
-        self.where: dict[int, int | array] = {}
+        self.where: dict[int, int | bytes] = {}
         long = _LONG if long is None else long
         numbers = [i for i, word in enumerate(self.words) if len(word) > long]
         self.long = None
@@ -299,7 +299,7 @@ class _Shard:
         compact = self.where
         for pair in list(where):  # each list is freed as soon as it is copied
             ids = where.pop(pair)
-            compact[_pair_id(pair)] = ids[0] if len(ids) == 1 else ids
+            compact[_pair_id(pair)] = ids[0] if len(ids) == 1 else ids.tobytes()
         if self.long is not None:
             self.long.count_pairs(pair_counts)
         return pair_counts
@@ -324,8 +324,8 @@ class _Shard:
         rights: dict[str, list[int]] = defaultdict(list)
         adjacent: list[int] = []
         starts: list[int] = []
-        ids = self.where.pop(pair_id, ())
-        for i in (ids,) if ids.__class__ is int else ids:
+        ids = self.where.pop(pair_id, b"")
+        for i in (ids,) if ids.__class__ is int else memoryview(ids).cast(self.numbers):
             word = words[i]
             head, found, tail = word.partition(pair)
             if not found:  # a stale index entry
@@ -391,11 +391,13 @@ class _Shard:
         change.pop(pair_id, None)
         return change, shrink
 
-    def _compact(self, ids: list[int]) -> int | array:
+    def _compact(self, ids: list[int]) -> int | bytes:
         """An index entry in its smallest form: most new pairs are in one word, kept as a bare
-        number; more as an array of word numbers, 4 bytes each (a tuple would take 8, and each number
-        an int object of 32 more, since numbers read from an array are new objects)."""
-        return ids[0] if len(ids) == 1 else array(self.numbers, ids)
+        number; more as the bytes of an array of word numbers, 4 bytes each (a tuple would take 8,
+        and each number an int object of 32 more, since numbers read from bytes are new objects;
+        and an array object takes 30 bytes more than a bytes object, for most entries more than
+        their numbers)."""
+        return ids[0] if len(ids) == 1 else array(self.numbers, ids).tobytes()
 
 
 
