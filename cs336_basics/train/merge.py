@@ -4,8 +4,10 @@ Each step merges the most frequent adjacent pair; among equally frequent pairs t
 `(bytes_of_left, bytes_of_right)` is lexicographically *greatest* wins.
 
 How it stays fast in pure Python:
-- each distinct pre-token is a `str` with one character per token id, so finding a pair and merging
-  it (`str.partition`, `str.replace`: left to right, non-overlapping) and testing staleness run in C;
+- each distinct pre-token is the UTF-8 of a string with one character per token id (a `bytes` of
+  some 45 bytes for a web word, where the string took 60-90), so finding a pair and merging it
+  (`bytes.partition`, `bytes.replace`: left to right, non-overlapping; UTF-8 is self-synchronizing,
+  so a pair's bytes only match at a token boundary) and testing staleness run in C;
   a pair is named by one int, `left << 21 | right` (see `_pair_id`), which takes less memory and
   pickles faster than a two-character string;
 - pair counts are updated only around each merge site, in the pre-tokens that hold the pair, found
@@ -259,32 +261,39 @@ def _long_threshold(words: list[bytes]) -> int:
 class _Shard:
     """Some of the words, their counts, and an index from each pair to the words holding it.
 
-    Words of up to `_LONG` tokens are strings indexed by `where`: a word is listed under a pair once
-    per occurrence when the pair appears, and stays listed when a merge takes the pair apart; merge
-    skips such stale entries and repeats, since the first visit merges every occurrence. An entry
-    is the bytes of an array of word numbers, or one bare number (see `_compact`). Longer words, where a pass
-    over the word per merge would be quadratic, are `long_words.LongWords` (merged with NumPy).
+    Words of up to `_LONG` tokens are the UTF-8 of strings with one character per token id
+    ("surrogatepass": ids 0xD800-0xDFFF are code points too), indexed by `where`: a word is listed
+    under a pair once per occurrence when the pair appears, and stays listed when a merge takes the
+    pair apart; merge skips such stale entries and repeats, since the first visit merges every
+    occurrence. An entry is the bytes of an array of word numbers, or one bare number (see
+    `_compact`): the memory goes to the words and the index (at 10 M web-like pre-tokens, about
+    half each), so both are plain bytes rather than objects per token or per number. Longer words,
+    where a pass over the word per merge would be quadratic, are `long_words.LongWords` (merged with
+    NumPy).
     """
 
     def __init__(self, words: list, counts: list[int], long: int | None = None):
-        """`words` are pre-tokens in UTF-8: each becomes a string with one character per token (the
-        byte tokens' ids are the bytes), made here, in the shard's own process; or such strings."""
-        if words and type(words[0]) is bytes:  # in place: each word's bytes are freed as its string is made
-            for i, word in enumerate(words):
-                words[i] = word.decode("latin-1")
-        self.words = words
-        self.counts = counts
-        self.numbers = "i" if len(words) < 1 << 31 else "q"  # the array type of the index's word numbers
-        self.where: dict[int, int | bytes] = {}
+        """`words` are pre-tokens in UTF-8 (the byte tokens' ids are the bytes), or strings with one
+        character per token id (as `forced.apply_forced` gives them); `words` is taken over: each
+        entry is replaced in place by the word's form here (see `_Shard`), freeing the old one."""
         long = _LONG if long is None else long
-        numbers = [i for i, word in enumerate(self.words) if len(word) > long]
+        numbers = [i for i, word in enumerate(words) if len(word) > long]  # len: tokens, either way
         self.long = None
         if numbers:  # imported here: NumPy is loaded only where there are long words
             from cs336_basics.train.long_words import LongWords
 
-            self.long = LongWords([self.words[i] for i in numbers], [counts[i] for i in numbers])
+            self.long = LongWords([_chars(words[i]) for i in numbers], [counts[i] for i in numbers])
             for i in numbers:
-                self.words[i] = ""  # held by self.long alone
+                words[i] = b""  # held by self.long alone
+        for i, word in enumerate(words):
+            if word.__class__ is str:
+                words[i] = word.encode("utf-8", "surrogatepass")
+            elif not word.isascii():  # bytes 128-255 are tokens 128-255: two bytes each in UTF-8
+                words[i] = word.decode("latin-1").encode("utf-8")
+        self.words = words
+        self.counts = counts
+        self.numbers = "i" if len(words) < 1 << 31 else "q"  # the array type of the index's word numbers
+        self.where: dict[int, int | bytes] = {}
 
     def count_pairs(self) -> dict[int, int]:
         """Build the index and return how often each adjacent pair occurs (overlaps count); once,
@@ -292,6 +301,7 @@ class _Shard:
         words, counts = self.words, self.counts
         where: dict[str, array] = defaultdict(partial(array, self.numbers))
         for i, word in enumerate(words):
+            word = word.decode("utf-8", "surrogatepass")
             for pair in map(str.__add__, word, word[1:]):
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
         count_of = counts.__getitem__
@@ -314,33 +324,40 @@ class _Shard:
         So each site is filed once, by its left neighbour `x` (loses `x a`, gains `x new`), as
         following an adjacent site (loses `b a`, gains `new new`), or as a word's start; and once
         more by its right neighbour `y` unless the next site follows (loses `b y`, gains `new y`).
-        The files are lists of word numbers; the counts are summed per neighbour afterwards, and
-        the lists become the index entries of the new pairs. The change to `pair` itself is left
+        The files are lists of word numbers (keyed first by a neighbour's bytes, see `_by_char`);
+        the counts are summed per neighbour afterwards, and the lists become the index entries of
+        the new pairs. The change to `pair` itself is left
         out: the caller drops it.
         """
-        pair = _pair_chars(pair_id)
+        pair = _pair_chars(pair_id).encode("utf-8", "surrogatepass")
+        new_word = new.encode("utf-8", "surrogatepass")
+        step = len(pair)
+        width = 3 if ord(new) < 0x10000 else 4  # the longest token id's UTF-8 in these words
         words = self.words
-        lefts: dict[str, list[int]] = defaultdict(list)
-        rights: dict[str, list[int]] = defaultdict(list)
+        lefts: dict[int | bytes, list[int]] = defaultdict(list)
+        rights: dict[int | bytes, list[int]] = defaultdict(list)
         adjacent: list[int] = []
         starts: list[int] = []
         ids = self.where.pop(pair_id, b"")
+        # A neighbour is filed by its byte when it is one (ASCII), else by the bytes that end (begin)
+        # with it: its character is read from them afterwards, once per distinct key (`_by_char`).
         for i in (ids,) if ids.__class__ is int else memoryview(ids).cast(self.numbers):
             word = words[i]
             head, found, tail = word.partition(pair)
             if not found:  # a stale index entry
                 continue
             if head:
-                lefts[head[-1]].append(i)
+                x = head[-1]
+                lefts[x if x < 128 else head[-width:]].append(i)
             else:
                 starts.append(i)
             if pair not in tail:  # one site, by far the most common case
                 if tail:
-                    rights[tail[0]].append(i)
-                words[i] = head + new + tail
+                    y = tail[0]
+                    rights[y if y < 128 else tail[:width]].append(i)
+                words[i] = head + new_word + tail
                 continue
-            pos = len(head)
-            end = pos + 2
+            end = len(head) + step
             nxt = word.find(pair, end)
             size = len(word)
             while True:
@@ -348,13 +365,16 @@ class _Shard:
                     adjacent.append(i)
                 else:
                     if end < size:
-                        rights[word[end]].append(i)
+                        y = word[end]
+                        rights[y if y < 128 else word[end:end + width]].append(i)
                     if nxt < 0:
                         break
-                    lefts[word[nxt - 1]].append(i)
-                end = nxt + 2
+                    x = word[nxt - 1]
+                    lefts[x if x < 128 else word[max(nxt - width, 0):nxt]].append(i)
+                end = nxt + step
                 nxt = word.find(pair, end)
-            words[i] = word.replace(pair, new)
+            words[i] = word.replace(pair, new_word)
+        lefts, rights = _by_char(lefts, _last_char), _by_char(rights, _first_char)
 
         count_of = self.counts.__getitem__
         where = self.where
@@ -400,6 +420,38 @@ class _Shard:
         return ids[0] if len(ids) == 1 else array(self.numbers, ids).tobytes()
 
 
+
+
+def _chars(word: bytes | str) -> str:
+    """A word as a string with one character per token id, from pre-token bytes or such a string."""
+    return word.decode("latin-1") if word.__class__ is bytes else word
+
+
+def _last_char(key: bytes) -> str:
+    """The character whose UTF-8 ends `key` (which may begin inside another)."""
+    start = len(key) - 1
+    while 0x80 <= key[start] < 0xC0:  # a continuation byte
+        start -= 1
+    return key[start:].decode("utf-8", "surrogatepass")
+
+
+def _first_char(key: bytes) -> str:
+    """The character whose UTF-8 begins `key` (which may end inside another)."""
+    lead = key[0]
+    return key[:1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4].decode("utf-8", "surrogatepass")
+
+
+def _by_char(files: dict[int | bytes, list[int]], char_of: Callable[[bytes], str]) -> dict[str, list[int]]:
+    """`Shard.merge`'s files by neighbour, keyed by the neighbour's character: a byte key is an ASCII
+    character; the character of a bytes key is `char_of(key)`, and files of one character are joined."""
+    joined: dict[str, list[int]] = {}
+    for key, ids in files.items():
+        char = chr(key) if key.__class__ is int else char_of(key)
+        if char in joined:
+            joined[char] += ids
+        else:
+            joined[char] = ids
+    return joined
 
 
 # The function a shard process runs, as "module:function"; given the two ends of its pipes.
