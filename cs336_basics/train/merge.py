@@ -250,6 +250,13 @@ _LONG = 1 << 16
 _MOSTLY_LONG = 8
 
 
+# A shard of this many words or more holds them as UTF-8 (see `_Shard`): some 35 bytes less a word
+# (at 10 M web-like pre-tokens, 0.54x the memory of strings with tuples for the index, against 0.78x
+# with strings), for some 25% more time per merge, which plain training on a few GB of prose (under
+# a million distinct pre-tokens) does not pay.
+_UTF8_WORDS = 1 << 20
+
+
 def _long_threshold(words: list[bytes]) -> int:
     """The length past which `words` (UTF-8) are long words (see `_MOSTLY_LONG`)."""
     lengths = list(map(len, words))
@@ -261,15 +268,16 @@ def _long_threshold(words: list[bytes]) -> int:
 class _Shard:
     """Some of the words, their counts, and an index from each pair to the words holding it.
 
-    Words of up to `_LONG` tokens are the UTF-8 of strings with one character per token id
-    ("surrogatepass": ids 0xD800-0xDFFF are code points too), indexed by `where`: a word is listed
-    under a pair once per occurrence when the pair appears, and stays listed when a merge takes the
-    pair apart; merge skips such stale entries and repeats, since the first visit merges every
-    occurrence. An entry is the bytes of an array of word numbers, or one bare number (see
-    `_compact`): the memory goes to the words and the index (at 10 M web-like pre-tokens, about
-    half each), so both are plain bytes rather than objects per token or per number. Longer words,
-    where a pass over the word per merge would be quadratic, are `long_words.LongWords` (merged with
-    NumPy).
+    Words of up to `_LONG` tokens are strings with one character per token id, indexed by `where`:
+    a word is listed under a pair once per occurrence when the pair appears, and stays listed when a
+    merge takes the pair apart; merge skips such stale entries and repeats, since the first visit
+    merges every occurrence. An entry is the bytes of an array of word numbers, or one bare number
+    (see `_compact`). In a shard of `_UTF8_WORDS` words or more (web-scale counts, where memory
+    runs out before time does) the strings are held as their UTF-8 ("surrogatepass": ids
+    0xD800-0xDFFF are code points too), a `bytes` of some 45 bytes for a web word where the string
+    takes 60-90; finding a pair's neighbours in the bytes costs some 25% more time per merge.
+    Longer words, where a pass over the word per merge would be quadratic, are
+    `long_words.LongWords` (merged with NumPy).
     """
 
     def __init__(self, words: list, counts: list[int], long: int | None = None):
@@ -285,8 +293,12 @@ class _Shard:
             self.long = LongWords([_chars(words[i]) for i in numbers], [counts[i] for i in numbers])
             for i in numbers:
                 words[i] = b""  # held by self.long alone
+        self.utf8 = len(words) >= _UTF8_WORDS
         for i, word in enumerate(words):
-            if word.__class__ is str:
+            if not self.utf8:
+                if word.__class__ is bytes:
+                    words[i] = word.decode("latin-1")
+            elif word.__class__ is str:
                 words[i] = word.encode("utf-8", "surrogatepass")
             elif not word.isascii():  # bytes 128-255 are tokens 128-255: two bytes each in UTF-8
                 words[i] = word.decode("latin-1").encode("utf-8")
@@ -300,8 +312,7 @@ class _Shard:
         before any merge."""
         words, counts = self.words, self.counts
         where: dict[str, array] = defaultdict(partial(array, self.numbers))
-        for i, word in enumerate(words):
-            word = word.decode("utf-8", "surrogatepass")
+        for i, word in enumerate(map(_utf8_text, words) if self.utf8 else words):
             for pair in map(str.__add__, word, word[1:]):
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
         count_of = counts.__getitem__
@@ -324,58 +335,16 @@ class _Shard:
         So each site is filed once, by its left neighbour `x` (loses `x a`, gains `x new`), as
         following an adjacent site (loses `b a`, gains `new new`), or as a word's start; and once
         more by its right neighbour `y` unless the next site follows (loses `b y`, gains `new y`).
-        The files are lists of word numbers (keyed first by a neighbour's bytes, see `_by_char`);
-        the counts are summed per neighbour afterwards, and the lists become the index entries of
-        the new pairs. The change to `pair` itself is left
-        out: the caller drops it.
+        The files are lists of word numbers (see `_sites`); the counts are summed per neighbour
+        afterwards, and the lists become the index entries of the new pairs. The change to `pair`
+        itself is left out: the caller drops it.
         """
-        pair = _pair_chars(pair_id).encode("utf-8", "surrogatepass")
-        new_word = new.encode("utf-8", "surrogatepass")
-        step = len(pair)
-        width = 3 if ord(new) < 0x10000 else 4  # the longest token id's UTF-8 in these words
-        words = self.words
-        lefts: dict[int | bytes, list[int]] = defaultdict(list)
-        rights: dict[int | bytes, list[int]] = defaultdict(list)
-        adjacent: list[int] = []
-        starts: list[int] = []
-        ids = self.where.pop(pair_id, b"")
-        # A neighbour is filed by its byte when it is one (ASCII), else by the bytes that end (begin)
-        # with it: its character is read from them afterwards, once per distinct key (`_by_char`).
-        for i in (ids,) if ids.__class__ is int else memoryview(ids).cast(self.numbers):
-            word = words[i]
-            head, found, tail = word.partition(pair)
-            if not found:  # a stale index entry
-                continue
-            if head:
-                x = head[-1]
-                lefts[x if x < 128 else head[-width:]].append(i)
-            else:
-                starts.append(i)
-            if pair not in tail:  # one site, by far the most common case
-                if tail:
-                    y = tail[0]
-                    rights[y if y < 128 else tail[:width]].append(i)
-                words[i] = head + new_word + tail
-                continue
-            end = len(head) + step
-            nxt = word.find(pair, end)
-            size = len(word)
-            while True:
-                if nxt == end:
-                    adjacent.append(i)
-                else:
-                    if end < size:
-                        y = word[end]
-                        rights[y if y < 128 else word[end:end + width]].append(i)
-                    if nxt < 0:
-                        break
-                    x = word[nxt - 1]
-                    lefts[x if x < 128 else word[max(nxt - width, 0):nxt]].append(i)
-                end = nxt + step
-                nxt = word.find(pair, end)
-            words[i] = word.replace(pair, new_word)
-        lefts, rights = _by_char(lefts, _last_char), _by_char(rights, _first_char)
-
+        if self.utf8:
+            lefts, rights, adjacent, starts = self._utf8_sites(pair_id, new)
+            token_id = _utf8_id
+        else:
+            lefts, rights, adjacent, starts = self._sites(pair_id, new)
+            token_id = ord
         count_of = self.counts.__getitem__
         where = self.where
         change: dict[int, int] = defaultdict(int)
@@ -387,14 +356,14 @@ class _Shard:
         for x, ids in lefts.items():
             n = sum(map(count_of, ids))
             shrink += n
-            x_left = ord(x) << SHIFT
+            x_left = token_id(x) << SHIFT
             change[x_left | a] -= n
             gained = x_left | c
             change[gained] = n
             where[gained] = self._compact(ids)
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
-            y_id = ord(y)
+            y_id = token_id(y)
             change[b_left | y_id] -= n
             gained = c_left | y_id
             change[gained] = n
@@ -410,6 +379,104 @@ class _Shard:
             shrink += self.long.merge(pair_id, c, change)
         change.pop(pair_id, None)
         return change, shrink
+
+    def _sites(self, pair_id: int, new: str) -> tuple[dict, dict, list[int], list[int]]:
+        """Merge the pair named `pair_id` into `new` in the string words holding it; return the word
+        numbers of the sites by left neighbour and by right neighbour (dicts keyed by character),
+        those following an adjacent site, and those at a word's start (see `merge`)."""
+        pair = _pair_chars(pair_id)
+        words = self.words
+        lefts: dict[str, list[int]] = defaultdict(list)
+        rights: dict[str, list[int]] = defaultdict(list)
+        adjacent: list[int] = []
+        starts: list[int] = []
+        ids = self.where.pop(pair_id, b"")
+        for i in (ids,) if ids.__class__ is int else memoryview(ids).cast(self.numbers):
+            word = words[i]
+            head, found, tail = word.partition(pair)
+            if not found:  # a stale index entry
+                continue
+            if head:
+                lefts[head[-1]].append(i)
+            else:
+                starts.append(i)
+            if pair not in tail:  # one site, by far the most common case
+                if tail:
+                    rights[tail[0]].append(i)
+                words[i] = head + new + tail
+                continue
+            pos = len(head)
+            end = pos + 2
+            nxt = word.find(pair, end)
+            size = len(word)
+            while True:
+                if nxt == end:
+                    adjacent.append(i)
+                else:
+                    if end < size:
+                        rights[word[end]].append(i)
+                    if nxt < 0:
+                        break
+                    lefts[word[nxt - 1]].append(i)
+                end = nxt + 2
+                nxt = word.find(pair, end)
+            words[i] = word.replace(pair, new)
+        return lefts, rights, adjacent, starts
+
+    def _utf8_sites(self, pair_id: int, new: str) -> tuple[dict, dict, list[int], list[int]]:
+        """`_sites` in words held as UTF-8: a neighbour is keyed by its byte when it is ASCII, else
+        by its bytes (see `_utf8_id`)."""
+        pair = _pair_chars(pair_id).encode("utf-8", "surrogatepass")
+        new_word = new.encode("utf-8", "surrogatepass")
+        step = len(pair)
+        words = self.words
+        lefts: dict[int | bytes, list[int]] = defaultdict(list)
+        rights: dict[int | bytes, list[int]] = defaultdict(list)
+        adjacent: list[int] = []
+        starts: list[int] = []
+        ids = self.where.pop(pair_id, b"")
+        # A token before a site ends with a continuation byte (0x80-0xBF) unless it is ASCII: its
+        # first byte is the last one at or above 0xC0. A token after a site has its length in its
+        # first byte.
+        for i in (ids,) if ids.__class__ is int else memoryview(ids).cast(self.numbers):
+            word = words[i]
+            head, found, tail = word.partition(pair)
+            if not found:  # a stale index entry
+                continue
+            if head:
+                x = head[-1]
+                lefts[x if x < 0x80 else head[-2:] if head[-2] >= 0xC0 else head[-3:] if head[-3] >= 0xC0
+                      else head[-4:]].append(i)
+            else:
+                starts.append(i)
+            # One site, by far the most common case. (`pair in tail` would take 4 times as long:
+            # bytes.__contains__ first tries its argument as an int, and fails.)
+            if not tail.partition(pair)[1]:
+                if tail:
+                    y = tail[0]
+                    rights[y if y < 0x80 else tail[:2] if y < 0xE0 else tail[:3] if y < 0xF0 else tail[:4]].append(i)
+                words[i] = head + new_word + tail
+                continue
+            end = len(head) + step
+            nxt = word.find(pair, end)
+            size = len(word)
+            while True:
+                if nxt == end:
+                    adjacent.append(i)
+                else:
+                    if end < size:
+                        y = word[end]
+                        rights[y if y < 0x80 else word[end:end + (2 if y < 0xE0 else 3 if y < 0xF0 else 4)]].append(i)
+                    if nxt < 0:
+                        break
+                    x = word[nxt - 1]
+                    lefts[x if x < 0x80 else word[nxt - (2 if word[nxt - 2] >= 0xC0 else 3 if word[nxt - 3] >= 0xC0
+                                                         else 4):nxt]].append(i)
+                end = nxt + step
+                nxt = word.find(pair, end)
+            words[i] = word.replace(pair, new_word)
+
+        return lefts, rights, adjacent, starts
 
     def _compact(self, ids: list[int]) -> int | bytes:
         """An index entry in its smallest form: most new pairs are in one word, kept as a bare
@@ -427,31 +494,14 @@ def _chars(word: bytes | str) -> str:
     return word.decode("latin-1") if word.__class__ is bytes else word
 
 
-def _last_char(key: bytes) -> str:
-    """The character whose UTF-8 ends `key` (which may begin inside another)."""
-    start = len(key) - 1
-    while 0x80 <= key[start] < 0xC0:  # a continuation byte
-        start -= 1
-    return key[start:].decode("utf-8", "surrogatepass")
+def _utf8_text(word: bytes) -> str:
+    """A word held as UTF-8 (see `_Shard`) as its string of token ids."""
+    return word.decode("utf-8", "surrogatepass")
 
 
-def _first_char(key: bytes) -> str:
-    """The character whose UTF-8 begins `key` (which may end inside another)."""
-    lead = key[0]
-    return key[:1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4].decode("utf-8", "surrogatepass")
-
-
-def _by_char(files: dict[int | bytes, list[int]], char_of: Callable[[bytes], str]) -> dict[str, list[int]]:
-    """`Shard.merge`'s files by neighbour, keyed by the neighbour's character: a byte key is an ASCII
-    character; the character of a bytes key is `char_of(key)`, and files of one character are joined."""
-    joined: dict[str, list[int]] = {}
-    for key, ids in files.items():
-        char = chr(key) if key.__class__ is int else char_of(key)
-        if char in joined:
-            joined[char] += ids
-        else:
-            joined[char] = ids
-    return joined
+def _utf8_id(key: int | bytes) -> int:
+    """The token id of a neighbour as `_Shard._utf8_sites` keys it: an ASCII byte, or a token's UTF-8."""
+    return key if key.__class__ is int else ord(key.decode("utf-8", "surrogatepass"))
 
 
 # The function a shard process runs, as "module:function"; given the two ends of its pipes.
