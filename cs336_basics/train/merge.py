@@ -311,7 +311,9 @@ class _Shard:
         """Build the index and return how often each adjacent pair occurs (overlaps count); once,
         before any merge."""
         words, counts = self.words, self.counts
-        where: dict[str, array] = defaultdict(partial(array, self.numbers))
+        # Lists share each word's number among its entries (quicker to sum); arrays take 4 bytes an
+        # entry where a list takes 8 and the numbers 32 more, for a large shard.
+        where: dict[str, list | array] = defaultdict(partial(array, self.numbers) if self.utf8 else list)
         for i, word in enumerate(map(_utf8_text, words) if self.utf8 else words):
             for pair in map(str.__add__, word, word[1:]):
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
@@ -319,8 +321,7 @@ class _Shard:
         pair_counts = {_pair_id(pair): sum(map(count_of, ids)) for pair, ids in where.items()}
         compact = self.where
         for pair in list(where):  # each list is freed as soon as it is copied
-            ids = where.pop(pair)
-            compact[_pair_id(pair)] = ids[0] if len(ids) == 1 else ids.tobytes()
+            compact[_pair_id(pair)] = self._compact(where.pop(pair))
         if self.long is not None:
             self.long.count_pairs(pair_counts)
         return pair_counts
@@ -478,7 +479,7 @@ class _Shard:
 
         return lefts, rights, adjacent, starts
 
-    def _compact(self, ids: list[int]) -> int | bytes:
+    def _compact(self, ids: list[int] | array) -> int | bytes:
         """An index entry in its smallest form: most new pairs are in one word, kept as a bare
         number; more as the bytes of an array of word numbers, 4 bytes each (a tuple would take 8,
         and each number an int object of 32 more, since numbers read from bytes are new objects;
