@@ -4,7 +4,7 @@ Run it with:
 
     uv run --group bench python benchmarks/bench_train.py CORPUS [--vocab-size 10000] [--special-token "<|endoftext|>"]
         [--runs 3] [--workers N] [--only ours,hf,rustbpe,rustbpe-stream,ours-iter] [--phases] [--check-merges]
-        [--pattern NAME] [--superword-share 0.8]
+        [--pattern NAME] [--superword-share 0.8] [--superword-pattern superbpe-v1]
 
     e.g. uv run --group bench python benchmarks/bench_train.py /tmp/bench/corpus32.txt --runs 3 --phases
 
@@ -97,8 +97,10 @@ def train_ours_superbpe(path: str, vocab_size: int, special_tokens: list[str], w
     from cs336_basics.bpe import train_bpe
 
     transition = int(vocab_size * float(os.environ.get("BENCH_SUPERWORD_SHARE", "0.8")))
+    stage2 = os.environ.get("BENCH_SUPERWORD_PATTERN")  # given only when asked: older commits lack the option
+    options = {"superword_pattern": stage2} if stage2 else {}
     (_, merges), times = timed(lambda: train_bpe(path, vocab_size, special_tokens, num_workers=workers,
-                                                 superword_from=transition))
+                                                 superword_from=transition, **options))
     return {**times, "merges": len(merges), "transition": transition}
 
 
@@ -248,6 +250,8 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         command += ["--special-token", token]
     env = dict(os.environ)
     env["BENCH_SUPERWORD_SHARE"] = str(args.superword_share)
+    if args.superword_pattern:
+        env["BENCH_SUPERWORD_PATTERN"] = args.superword_pattern
     if args.workers is not None:
         command += ["--workers", str(args.workers)]
         env["RAYON_NUM_THREADS"] = str(args.workers)
@@ -346,6 +350,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pattern", default="gpt2", help="pre-tokenization pattern: gpt2, cl100k, o200k, none or a regex")
     parser.add_argument("--superword-share", type=float, default=0.8,
                         help="ours-superbpe (asked for with --only): the SuperBPE transition as a share of the vocabulary")
+    parser.add_argument("--superword-pattern", default=None,
+                        help="ours-superbpe: its stage-2 pattern (default: train_bpe's, superbpe as released; "
+                             "superbpe-v1 for the preprint's recipe)")
     parser.add_argument("--child", choices=sorted(CHILD_FUNCTIONS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.special_tokens is None:

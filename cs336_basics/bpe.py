@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from cs336_basics.corpora import sources
 from cs336_basics.counts import table
-from cs336_basics.encode import engines, streaming
+from cs336_basics.encode import dropout as bpe_dropout, engines, offsets, streaming
 from cs336_basics.encode.encoder import EncodeCache, MergeTable, build_merge_table, id_packing
 from cs336_basics.encode.text_encoder import TextEncoder, whole_tokens
+from cs336_basics.encode.tiktoken_methods import SpecialChoice, TiktokenMethods
 from cs336_basics.formats import gpt2
 from cs336_basics.formats.definition import (
     TokenizerDefinition, add_special_tokens, checked_added_tokens, checked_merges, checked_vocab,
@@ -52,7 +53,9 @@ def train_bpe(
     stats: dict | None = None,
     merge_log: list[tuple[int, int]] | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
-    superword_from: int | None = None,
+    superword_from: int | bool | None = None, superword_pattern: str | None = None,
+    superword_max_words: int | None = None, superword_colon_rule: bool | None = None,
+    min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on a UTF-8 text file, exactly as CS336 specifies.
 
@@ -62,9 +65,8 @@ def train_bpe(
 
     Returns `(vocab, merges)`: ids 0-255 are the single bytes, then one id per merge in creation
     order, then the special tokens in the order given. `len(vocab) == vocab_size` unless the corpus
-    runs out of pairs first. Special tokens cut the text into documents and are never merged. Each
-    step merges the most frequent pair; ties go to the lexicographically greatest
-    `(left_bytes, right_bytes)`.
+    runs out of pairs first. Special tokens cut the text into documents and are never merged. Each step
+    merges the most frequent pair; ties go to the lexicographically greatest `(left_bytes, right_bytes)`.
 
     Options: `pattern` is the pre-tokenization pattern: "gpt2" (the default), "cl100k", "o200k",
     "none" (each document is one sequence) or a regex (see `patterns`). `num_workers` processes
@@ -75,7 +77,7 @@ def train_bpe(
     `stats` dict, if given, receives `count_seconds`, `merge_seconds`, `distinct_pretokens`,
     `input_bytes`, `pretoken_bytes` (the corpus length in bytes without the special tokens),
     `byte_counts` (how often each byte value occurs in it: with the merge log, each token's count in
-    the encoded corpus, see `merge_log.token_occurrences`) and `num_workers`. A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
+    the encoded corpus, see `merge_log.token_occurrences`), `num_workers` and `dropped_pretokens` (see below). A `merge_log` list, if given, receives one `(count, tokens)` per merge: the
     pair's count when it was chosen, and the training corpus's length in tokens after the merge
     (special tokens not counted, so it starts from `pretoken_bytes`).
 
@@ -83,15 +85,17 @@ def train_bpe(
     `Tokenizer`, a folder, a tokenizer.json, a .tiktoken file or a pretrained name) keeps every id,
     merge and special token of that tokenizer, forces its merges first and adds the merges learned
     here, with the next free ids, until `vocab_size`; its pattern is the default (another is
-    refused). `superword_from` (SuperBPE's transition, a vocabulary size) trains to that size as
-    usual, then counts the corpus again with the "superbpe" pattern, which does not cut at spaces,
-    forces the merges so far and goes on: the tokenizer is then used with pattern "superbpe".
+    refused). `superword_from` (SuperBPE's transition, a vocabulary size; True: `start_from`'s size) trains to
+    it, then runs SuperBPE's stage 2 as released, or as `superword_pattern`, `superword_max_words` and
+    `superword_colon_rule` say (see `trainer.superword_options`); the tokenizer's pattern is `patterns.superword_pattern`'s.
+    `min_pretoken_count` N > 1 drops the pre-tokens counted fewer than N times: the merges are those of the rest.
     """
     return trainer.train_on_files(
         input_path, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers, piece_size=piece_size,
         executor=executor, text_field=text_field, progress=progress, stats=stats, merge_log=merge_log,
-        start_from=_definition(start_from), superword_from=superword_from,
-    )
+        start_from=_definition(start_from), superword_from=superword_from, superword_pattern=superword_pattern,
+        superword_max_words=superword_max_words, superword_colon_rule=superword_colon_rule,
+        min_pretoken_count=min_pretoken_count)
 
 
 def _definition(tokenizer: "str | os.PathLike | Tokenizer | TokenizerDefinition | None") -> "TokenizerDefinition | None":
@@ -127,7 +131,7 @@ def train_bpe_from_iterator(
 def train_bpe_from_counts(
     counts: "str | os.PathLike | dict[bytes, int]", vocab_size: int, special_tokens: list[str] | None = None, *,
     pattern: str | None = None, num_workers: int | None = None, progress: bool = False, stats: dict | None = None,
-    merge_log: list[tuple[int, int]] | None = None,
+    merge_log: list[tuple[int, int]] | None = None, min_pretoken_count: int | None = None,
     start_from: "str | os.PathLike | Tokenizer | TokenizerDefinition | None" = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`train_bpe` from pre-token counts made before (no pass over the text): exactly the merges
@@ -136,21 +140,20 @@ def train_bpe_from_counts(
     counts. `special_tokens` and `pattern` default to the table's and must equal them when given (a
     file or dict records none: they default to `["<|endoftext|>"]` and "gpt2", as in `bpe train`). `start_from` extends a tokenizer as
     `train_bpe`'s does: the counts must be of its pattern and cut at its special tokens (among
-    theirs). Other options as `train_bpe`'s."""
-
+    theirs). `min_pretoken_count` defaults to the one a table was counted with (else 1). Other options as `train_bpe`'s."""
     started = time.perf_counter()
     base = _definition(start_from)
     read = table.read_counts(counts)
     special_tokens, pattern = table.agreed(read, counts if isinstance(counts, (str, os.PathLike)) else "the counts",
                                            special_tokens, pattern if base is None or pattern else base.pattern)
     handed_over, input_bytes = [read.word_counts], read.input_bytes  # the only reference: see train_bpe
-    del read
+    given, read = read.min_count if min_pretoken_count is None else min_pretoken_count, None  # the table's by default
     return trainer.train_on_counts(handed_over, vocab_size, special_tokens, pattern=pattern, num_workers=num_workers,
                                    progress=progress, stats=stats, merge_log=merge_log, input_bytes=input_bytes,
-                                   started=started, start_from=base)
+                                   started=started, start_from=base, min_pretoken_count=given)
 
 
-class Tokenizer:
+class Tokenizer(TiktokenMethods, offsets.OffsetMethods):
     """Encodes text to token ids and decodes ids to text with a byte-level BPE vocabulary.
 
     Ids equal tiktoken's for the same vocabulary, with the special tokens allowed. Special tokens
@@ -252,56 +255,46 @@ class Tokenizer:
         pretrained.save(directory, self.vocab, self.merges, self.special_tokens, self.pattern,
                         added_tokens=self.added_tokens, post_processor=self.post_processor)
 
-    def to_tiktoken(self, *, name: str = "cs336"):
-        """A `tiktoken.Encoding` giving our ids on any text (special tokens allowed with
-        `allowed_special="all"`); ValueError when our ids cannot be tiktoken ranks."""
-        from cs336_basics.formats import pretrained
-
-        patterns.regex_string(self.pattern)  # a pipeline is refused here, before the ranks are checked
-        return pretrained.to_tiktoken(self.vocab, self.merges, self.special_tokens, self.pattern, name=name)
-
-    def save_tiktoken(self, path: "str | os.PathLike") -> None:
-        """Write our ids as a `.tiktoken` rank file (special tokens are not part of it), atomically;
-        ValueError when the ids cannot be ranks (e.g. a vocabulary imported from Hugging Face)."""
-        from cs336_basics.formats.tiktoken import ranks_from_vocab, save_ranks
-
-        save_ranks(ranks_from_vocab(self.vocab, self.merges, self.special_tokens), path)
-
-    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+    def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: SpecialChoice = None,
+               disallowed_special: SpecialChoice = None, dropout: float = 0.0, seed: bpe_dropout.Seed = None) -> list[int]:
         """The token ids of `text`; special tokens in it become their ids. As in tiktoken, a
         surrogate pair in `text` counts as the character it stands for and a lone surrogate as U+FFFD.
         `add_special_tokens=True` adds what the post-processor of a loaded `tokenizer.json` adds to
         one sequence (e.g. Llama 3's beginning-of-text token), as Hugging Face's does; without one
-        it changes nothing.
+        it changes nothing. `allowed_special`, `disallowed_special`: tiktoken's, when either is given
+        (see `encode.tiktoken_methods`). `dropout=p` skips each merge with probability p, as Hugging
+        Face's `BPE(dropout=p)`, drawing from `seed` (see `encode.dropout`; the same seed, the same ids).
 
         >>> tok.encode("hi<|endoftext|>")  # doctest: +SKIP
         [5303, 50256]
         """
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        ids = self._encode_valid(fix_surrogates(text))
+        choosing = allowed_special is not None or disallowed_special is not None
+        tok = self._choose_specials([text], allowed_special, disallowed_special) if choosing else self
+        ids = tok._encode_valid(fix_surrogates(text), *bpe_dropout.randomness(dropout, seed))
         if add_special_tokens and self._added is not None:
             before, after = self._template
             ids = [*before, *ids, *after]
         return ids
 
-    def _encode_valid(self, text: str) -> list[int]:
-        """`encode` of text that holds no surrogates."""
-        return array(self._id_typecode, self._encode_packed(text)).tolist()
+    def _encode_valid(self, text: str, *random) -> list[int]:
+        """`encode` of text that holds no surrogates (with dropout: `random` from `randomness`)."""
+        return array(self._id_typecode, self._encode_packed(text, *random)).tolist()
 
-    def encode_packed(self, text: str) -> bytes:
+    def encode_packed(self, text: str, *, dropout: float = 0.0, seed: bpe_dropout.Seed = None) -> bytes:
         """The ids of `encode(text)` packed as native unsigned ints of `packed_dtype` (16 bits when
         every id fits, else 32): `numpy.frombuffer(data, tokenizer.packed_dtype)` reads them."""
         if not isinstance(text, str):
             raise TypeError(f"encode_packed takes a str, got {type(text).__name__}")
-        return self._encode_packed(fix_surrogates(text))
+        return self._encode_packed(fix_surrogates(text), *bpe_dropout.randomness(dropout, seed))
 
-    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+    def encode_iterable(self, iterable: Iterable[str], *, dropout: float = 0.0, seed: bpe_dropout.Seed = None) -> Iterator[int]:
         """Yield the ids of `"".join(iterable)`, holding only about one piece of text at a time;
-        the ids are exactly those of `encode` on the joined text (see `encode.streaming`)."""
-        return streaming.encode_iterable(
-            iterable, self._encode_valid, self._pretokenizer.last_boundary, self.cut_tokens, self.special_tokens
-        )
+        the ids are exactly those of `encode` on the joined text (see `encode.streaming`), with dropout too."""
+        random = bpe_dropout.randomness(dropout, seed)  # one stream for all pieces
+        return streaming.encode_iterable(iterable, lambda text: self._encode_valid(text, *random),
+                                         self._pretokenizer.last_boundary, self.cut_tokens, self.special_tokens)
 
     def encode_file(
         self, input_paths: "str | os.PathLike | list[str | os.PathLike]", output_path: str | os.PathLike, *,
@@ -368,14 +361,20 @@ class Tokenizer:
         )
 
     def encode_batch(
-        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto"
+        self, texts: Iterable[str], *, num_workers: int = 1, engine: "str | engines.Choice" = "auto",
+        allowed_special: SpecialChoice = None, disallowed_special: SpecialChoice = None, dropout: float = 0.0,
+        seed: bpe_dropout.Seed = None,
     ) -> list[list[int]]:
-        """The ids of each text, as `encode` gives them, in order (as tiktoken's and Hugging Face's
-        `encode_batch`), by `num_workers` processes; see `encode.corpus.encode_batch`.
+        """The ids of each text, as `encode` gives them (with the same `allowed_special` and
+        `disallowed_special`), in order (as tiktoken's and Hugging Face's `encode_batch`), by
+        `num_workers` processes; see `encode.corpus.encode_batch`.
         """
         from cs336_basics.encode.corpus import encode_batch
 
-        return encode_batch(self, texts, num_workers=num_workers, engine=engine)
+        if allowed_special is not None or disallowed_special is not None:
+            return self._encode_batch_choosing(texts, allowed_special, disallowed_special, num_workers=num_workers,
+                                               engine=engine, dropout=dropout, seed=seed)
+        return encode_batch(self, texts, num_workers=num_workers, engine=engine, dropout=dropout, seed=seed)
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of a sequence of ids; bytes that are not valid UTF-8 become U+FFFD. Raises

@@ -7,8 +7,8 @@ comes from `Tokenizer.encode` in this process; the page's script only draws what
 
     GET  /                      the page (styles and script inline; nothing is fetched from elsewhere;
                                 its files are package data of `report`, see `report.files`)
-    POST /encode  {"text": s}   {"tokenizers": [{"name", "tokens": [[id, shown, part]], "count", "bytes",
-                                "chars", "bytes_per_token", "chars_per_token"}]}
+    POST /encode  {"text": s}   {"tokenizers": [{"name", "tokens": [[id, shown, part, start, end]], "count",
+                                "bytes", "chars", "bytes_per_token", "chars_per_token"}]}
     GET  /token?t=K&id=N        tokenizer K's token N: {"id", "token", "bytes", "merge", "count",
                                 "occurrences", "under_trained": [why, ...], "in_training"}
 
@@ -127,15 +127,20 @@ def make_server(served: list[Served], *, host: str = "127.0.0.1", port: int = 0,
 
 
 def encode_for_page(tokenizer: Tokenizer, text: str) -> dict:
-    """The text's tokens as the page shows them: `[id, shown, part]` each, where `shown` is the text
-    the token completes (a character split between tokens shows in its last one; `part` marks the
-    tokens before it), and the counts."""
-    ids = tokenizer.encode(text)
+    """The text's tokens as the page shows them: `[id, shown, part, start, end]` each, where `shown` is
+    the text the token completes (a character split between tokens shows in its last one; `part` marks
+    the tokens before it), `start, end` its span in `text` in characters (code points, as
+    `encode_with_offsets` gives it; null under a normalizer that changes the text), and the counts."""
+    try:
+        ids, spans = tokenizer.encode_with_offsets(text)
+    except ValueError:  # a normalizer changed the text (or encode refuses it: then it raises again here)
+        ids = tokenizer.encode(text)
+        spans = [(None, None)] * len(ids)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     tokens = []
-    for token_id in ids:
+    for token_id, (start, end) in zip(ids, spans):
         shown = decoder.decode(tokenizer.vocab[token_id])
-        tokens.append([token_id, shown, not shown])
+        tokens.append([token_id, shown, not shown, start, end])
     size, chars = len(text.encode("utf-8", errors="surrogatepass")), len(text)
     return {
         "tokens": tokens, "count": len(ids), "bytes": size, "chars": chars,

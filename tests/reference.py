@@ -22,7 +22,7 @@ def reference_words(text: str, special_tokens: list[str], cut: Callable[[str], l
 
 
 def reference_superbpe_pretokens(document: str) -> list[str]:
-    """SuperBPE's stage-2 pieces, from their definition and without a regex: each run of numeric
+    """The stage-2 pieces of SuperBPE's preprint (pattern "superbpe-v1"), from their definition and without a regex: each run of numeric
     characters (Unicode category N*) is cut before every position from which a run of decimal
     digits (Nd) of a length divisible by three reaches a character that is not one; the rest of the
     text, spaces included, is cut only where such runs begin and end."""
@@ -49,14 +49,16 @@ def reference_superbpe_pretokens(document: str) -> list[str]:
 
 
 def reference_superbpe(
-    text: str, vocab_size: int, special_tokens: list[str], transition: int, cut: Callable[[str], list[str]] = pretokens
+    text: str, vocab_size: int, special_tokens: list[str], transition: int, cut: Callable[[str], list[str]] = pretokens,
+    stage2: Callable[[str], list[str]] = reference_superbpe_pretokens, allows: Callable[[bytes], bool] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """SuperBPE's merges: stage 1 trains to vocabulary size `transition` with `cut`; stage 2 cuts
-    the text again into `reference_superbpe_pretokens`, forces the stage-1 merges and goes on."""
+    the text again with `stage2` (by default the preprint's pieces), forces the stage-1 merges and
+    goes on, choosing only pairs whose token `allows` allows (all without it)."""
     extra = 256 + len(special_tokens)
     stage1, _ = learn_merges(reference_words(text, special_tokens, cut), transition - extra)
-    words = reference_words(text, special_tokens, reference_superbpe_pretokens)
-    return learn_merges(words, vocab_size - extra, stage1)[0]
+    words = reference_words(text, special_tokens, stage2)
+    return learn_merges(words, vocab_size - extra, stage1, allows)[0]
 
 
 def reference_encode(

@@ -25,6 +25,7 @@ from cs336_basics.datasets import writer as dataset_writer
 from cs336_basics.encode.token_arrays import choose_dtype
 from cs336_basics.formats import llmc
 from cs336_basics.report import default_min_count
+from cs336_basics.train.trainer import superword_options
 
 
 def commands(parser: argparse.ArgumentParser | None = None, path: tuple[str, ...] = ()):
@@ -119,6 +120,27 @@ def _words_only(help_text: str) -> None:
     """A default that is a rule the command applies (see its `run_*`), not a value to compare."""
 
 
+def _superword_pattern(help_text: str) -> None:
+    assert superword_options(300, 400, [], None).pattern == stated_default(help_text) == "superbpe"
+
+
+def _superword_max_words(help_text: str) -> None:
+    assert superword_options(300, 400, [], None).max_words == int(stated_default(help_text)) == 4
+    assert superword_options(300, 400, [], None, "superbpe-v1").max_words == 0 and "superbpe-v1: 0" in help_text
+
+
+def _min_pretoken_count(help_text: str) -> None:
+    """None in the parser, so that training from a count table takes the N it was counted with."""
+    import inspect
+
+    from cs336_basics.bpe import train_bpe
+    from cs336_basics.counts.writer import count_corpus
+
+    assert "(default 1: keep all;" in help_text
+    assert inspect.signature(train_bpe).parameters["min_pretoken_count"].default == 1
+    assert inspect.signature(count_corpus).parameters["min_pretoken_count"].default == 1
+
+
 # Options the parser leaves None whose help states a rule in words: how each is checked.
 DESCRIBED = {
     "--workers": _workers,
@@ -127,6 +149,9 @@ DESCRIBED = {
     "bpe encode --dtype": _dtype,
     "bpe serve --tokenizer": _words_only,
     "bpe train INPUT": _bundled_corpus,
+    "bpe train --superword-pattern": _superword_pattern,
+    "bpe train --superword-max-words": _superword_max_words,
+    "--min-pretoken-count": _min_pretoken_count,
 }
 
 
@@ -214,7 +239,8 @@ def test_help_as_a_real_command():
 
 # --- sizes -------------------------------------------------------------------------------------------
 
-SIZE_OPTIONS = {"bpe count --piece-size", "bpe encode --shard-size", "bpe report --sample-bytes", "bpe serve --max-bytes"}
+SIZE_OPTIONS = {"bpe count --piece-size", "bpe encode --shard-size", "bpe report --sample-bytes", "bpe serve --max-bytes",
+                "bpe train --max-memory", "bpe count --max-memory"}
 
 
 def test_every_size_option_reads_sizes_alike():
@@ -233,7 +259,7 @@ def test_every_size_option_reads_sizes_alike():
 def test_a_size_option_takes_each_spelling(option, text, value):
     _, command, flag = option.split()
     argv = {"count": ["count", "x", "--out", "o"], "encode": ["encode", "x", "-t", "t", "--out", "o"],
-            "report": ["report", "-t", "t"], "serve": ["serve"]}[command]
+            "report": ["report", "-t", "t"], "serve": ["serve"], "train": ["train"]}[command]
     assert getattr(build_parser().parse_args([*argv, flag, text]), flag[2:].replace("-", "_")) == value
 
 

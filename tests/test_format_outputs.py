@@ -40,12 +40,12 @@ def tokenizer():
 
 def test_a_rename_that_fails_names_the_final_path(tmp_path, capsys):
     directory = write_dataset(tmp_path / "ds", [[1, 2, 3], [4, 5]], 2)
-    (tmp_path / "l_000000.bin").mkdir()  # os.replace(temp, a folder) fails naming both
+    (tmp_path / "l_000000.bin").mkdir()  # os.replace(temp, a folder) would fail naming both: refused first
     assert main(["dataset", "convert", str(directory), "--format", "llmc", "--out", str(tmp_path / "l"),
                  "--quiet"]) == 1
     err = capsys.readouterr().err
     assert no_temp_name(err), err
-    assert "Is a directory" in err and "l_000000.bin" in err and len(err.strip().splitlines()) == 1
+    assert f"{tmp_path / 'l_000000.bin'} is a folder" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_missing_folder_names_the_final_path(tmp_path, tokenizer):

@@ -269,3 +269,34 @@ def test_training_loads_no_numpy(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_the_train_command_loads_no_numpy_before_merging_ends(tmp_path):
+    """`bpe train` itself, not only `train_bpe`: nothing it does before or while the merge loop runs
+    (its summary's statistics included) imports NumPy, which each process would carry through the
+    loop. Its summary may use NumPy once merging is over. Run as a user runs it, in a fresh
+    interpreter, with the merge loop wrapped to note what is loaded when it returns."""
+    import subprocess
+
+    corpus = tmp_path / "c.txt"
+    letters = "abcdefgh"  # 32,768 distinct words: enough for the merge loop to use a second process
+    words = [a + b + c + d + e for a in letters for b in letters for c in letters for d in letters for e in letters]
+    corpus.write_text(" ".join(words) + "<|endoftext|>" + " ".join(words[:5000]), encoding="utf-8")
+    code = (
+        "import sys\n"
+        "import cs336_basics.train.trainer as trainer\n"
+        "from cs336_basics.cli import main\n"
+        "learn = trainer.train_merges\n"
+        "def noting(*args, **kwargs):\n"
+        "    merges = learn(*args, **kwargs)\n"
+        "    print('numpy when merging ends:', 'numpy' in sys.modules, file=sys.stderr)\n"
+        "    return merges\n"
+        "trainer.train_merges = noting\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "train", str(corpus), "--vocab-size", "300", "--workers", "2", "--quiet",
+         "--out", str(tmp_path / "tok")], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "numpy when merging ends: False" in result.stderr
+    assert "trained on" in result.stdout  # the summary was printed, after merging

@@ -1,6 +1,8 @@
 """Long words (whole documents with pattern "none", SuperBPE's stage 2) are merged with NumPy
 (`train.long_words`): the merges and merge log must be the naive loop's, whichever words are long."""
 
+from collections import defaultdict
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -62,3 +64,17 @@ def test_words_are_long_from_8_tokens_only_where_long_words_hold_most_of_the_tex
     documents = [b"a" * 100, b"b" * 300, b" the"]
     assert merge._long_threshold(prose) == merge._LONG
     assert merge._long_threshold(documents) == merge._MOSTLY_LONG
+
+
+def test_long_words_hold_ids_in_the_surrogate_range():
+    # After the forced merges of a large tokenizer (o200k's 200,000 as SuperBPE's stage 2 on top of
+    # it), a word holds ids 55,296-57,343, which as characters are surrogate code points.
+    from cs336_basics.train.long_words import SHIFT, LongWords
+
+    a, b = chr(0xD800), chr(0xDFFF)
+    words = LongWords([a + b + a + b, b + b + a], [1, 2])
+    pairs: dict[int, int] = {}
+    words.count_pairs(pairs)
+    name = {(a, b): 0xD800 << SHIFT | 0xDFFF, (b, a): 0xDFFF << SHIFT | 0xD800, (b, b): 0xDFFF << SHIFT | 0xDFFF}
+    assert pairs == {name[a, b]: 2, name[b, a]: 3, name[b, b]: 2}
+    assert words.merge(name[a, b], 0xDABC, defaultdict(int)) == 2  # two sites, in the word counted once

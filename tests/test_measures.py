@@ -181,7 +181,7 @@ def test_report_page_shows_the_measures_per_text(folder, monkeypatch):
     one.add(tok, "the cat sat")
     cells = re.findall(r"<td>([^<]*)</td>", rows[1][1])
     assert cells == [f"{one.fertility:.2f}", f"{100 * one.split_share:.2f}", f"{100 * one.spanning_share:.2f}",
-                     f"{one.spanning_vocab:,}", f"{one.renyi_efficiency:.3f}", f"{one.shannon_efficiency:.3f}",
+                     f"{one.spanning_vocab:,}", f"{100 * one.many_words_share:.2f}", f"{one.renyi_efficiency:.3f}", f"{one.shannon_efficiency:.3f}",
                      f"{100 * one.vocab_used:.2f}", f"{one.half_of_tokens:,}"]
     # The heading is the short name; the path is in the summary cards.
     assert "<title>BPE report: t</title>" in page and "<dd>some/where/t</dd>" in page

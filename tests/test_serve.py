@@ -86,6 +86,31 @@ def test_encode_answers_with_our_tokenizers_ids(server):
     assert sum(t[2] for t in second["tokens"]) == len(starts) == 2 + 2 + 1
 
 
+def test_encode_answers_each_tokens_span(server):
+    """Each token's span, as `encode_with_offsets` gives it: in code points (an emoji is one), a
+    character split between tokens spanned by each of them."""
+    url, ours = server
+    text = "😀 Naïve 日本<|endoftext|>x 🤗"
+    status, answer = post(url, json.dumps({"text": text}).encode())
+    ids, spans = ours.encode_with_offsets(text)
+    assert status == 200 and [t[0] for t in answer["tokenizers"][0]["tokens"]] == ids
+    assert [tuple(t[3:]) for t in answer["tokenizers"][0]["tokens"]] == spans
+    assert [tuple(t[3:]) for t in answer["tokenizers"][1]["tokens"]] == [
+        (n, n + 1) for n, ch in enumerate(text) for _ in ch.encode()]  # bytes: each spans its character
+
+
+def test_a_normalizer_that_changes_the_text_leaves_the_spans_out():
+    """Under NFC, "e" and a combining accent are encoded as "é": no token spans characters of the
+    text typed, so the spans are null (the page marks nothing), and the ids are still `encode`'s."""
+    from cs336_basics.text import pipelines
+
+    nfc = Tokenizer({i: bytes([i]) for i in range(256)}, [], [], pattern=pipelines.make_spec(["NFC"], [{"byte_level": True}]))
+    tokens = serve.encode_for_page(nfc, "cafe\u0301")["tokens"]
+    assert [t[0] for t in tokens] == nfc.encode("cafe\u0301") == list("café".encode())
+    assert all(t[3] is None and t[4] is None for t in tokens)
+    assert [t[3:] for t in serve.encode_for_page(nfc, "café")["tokens"]] == [[0, 1], [1, 2], [2, 3], [3, 4], [3, 4]]
+
+
 def test_token_details_come_from_the_merge_log(server, folder):
     url, ours = server
     log = read_merge_log(folder / "merge_log.tsv")
@@ -151,7 +176,7 @@ def test_serve_command_refuses_a_public_address_in_one_line(folder, capsys):
 class DevTools:
     """Chromium's DevTools protocol over `--remote-debugging-pipe`, for one page."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, scrollbars: bool = False):
         profile = tmp_path / "profile"
         profile.mkdir()
         to_browser_r, self.to_browser = os.pipe()
@@ -167,7 +192,7 @@ class DevTools:
 
         self.process = subprocess.Popen(
             [chromium(), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe", "--window-size=1300,900",
-             "--hide-scrollbars", "about:blank"],
+             *([] if scrollbars else ["--hide-scrollbars"]), "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             close_fds=False, preexec_fn=wire,  # Python's own fds close on exec; dup2 makes 3 and 4 stay
         )
@@ -222,6 +247,14 @@ class DevTools:
                       " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def hover(self, selector: str) -> None:
+        """Move the pointer over the middle of the element's first box (a token ending in a newline has
+        two: one at the end of a line, one at the start of the next), or of its first box that has a width."""
+        box = self.js(f"(function () {{ var rs = Array.from(document.querySelector({json.dumps(selector)}).getClientRects());"
+                      " var r = rs.find(function (r) { return r.width > 0; }) || rs[0];"
+                      " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
 
     def close(self) -> None:
         try:
@@ -288,6 +321,73 @@ def test_browser_types_reads_and_clicks(server, folder, tmp_path):
         path = tmp_path / "bpe-serve.png"
         path.write_bytes(base64.b64decode(shot))
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+        print(f"screenshot: {path}")
+    finally:
+        browser.close()
+
+
+@pytest.mark.slow
+def test_browser_highlights_the_span_of_the_token_under_the_pointer(server, tmp_path):
+    """The pointer over each token in turn marks, in the text box, exactly the characters the token
+    spans (after an emoji: the page counts code points as the server does, not UTF-16 units), on the
+    box's own lines; leaving the tokens clears the mark, and so does typing."""
+    url, ours = server
+    browser = DevTools(tmp_path, scrollbars=True)  # the text box scrolls: the mirror must wrap as it does
+    try:
+        try:
+            browser.open(url + "/")
+            browser.wait_for("document.readyState === 'complete' && !!document.getElementById('text')")
+        except (RuntimeError, OSError, TimeoutError) as e:
+            if os.environ.get("CI") == "true":
+                raise
+            pytest.skip(f"chromium could not be driven: {e}")
+        browser.click("#text")
+        text = "😀 The cat 🤗 sat on 日本 mats.<|endoftext|>Naïve owls\nsleep 𝔘 late.\n" + "And then?\n" * 6 + "The end 🤗."
+        browser.call("Input.insertText", text=text)
+        browser.wait_for(f"document.body.dataset.shownText === {json.dumps(text)}")
+        ids, spans = ours.encode_with_offsets(text)
+        assert browser.js("document.querySelectorAll('#tokens-0 .t').length") == len(ids)
+        box = browser.js("(function () { var r = document.getElementById('text').getBoundingClientRect();"
+                         " return [r.left, r.top, r.right, r.bottom]; })()")
+        for n, (start, end) in enumerate(spans):
+            browser.hover(f"#tokens-0 .t:nth-child({n + 1})")
+            marked = browser.wait_for(f"(function () {{ var m = document.querySelector('#mirror mark'),"
+                                      f" over = document.querySelector('#tokens-0 .t.over');"
+                                      f" if (!m || !over || over.dataset.n !== '{n}') return null;"
+                                      f" var r = m.getClientRects()[0]; return [m.textContent, r.left, r.top, r.right, r.bottom]; }})()")
+            assert marked[0] == text[start:end]
+            left, top, right, bottom = marked[1:5]
+            assert box[0] <= left <= right <= box[2] and box[1] <= top < bottom <= box[3]
+            assert left < right or text[start:end] == "\n"
+        # The mirror holds the box's text, laid out as the box lays it out (the box has a scroll bar).
+        assert browser.js("document.getElementById('mirror').textContent") == text
+        assert browser.js("(function () { var t = document.getElementById('text');"
+                          " return t.scrollHeight > t.clientHeight && t.offsetWidth - t.clientWidth > 2; })()")
+        assert browser.js("document.getElementById('mirror').clientWidth === document.getElementById('text').clientWidth")
+        assert browser.js("(function () { var m = getComputedStyle(document.getElementById('mirror')),"
+                          " t = getComputedStyle(document.getElementById('text')); return ["
+                          "'width', 'paddingLeft', 'paddingTop', 'borderLeftWidth', 'font', 'whiteSpace', 'scrollbarGutter']"
+                          ".every(function (k) { return m[k] === t[k]; }); })()")
+        # The bytes-only column: the second byte of 😀 spans 😀 too.
+        browser.hover("#tokens-1 .t:nth-child(2)")
+        assert browser.wait_for("document.querySelector('#mirror mark') && document.querySelector('#mirror mark').textContent") == "😀"
+        browser.hover("#stats-0")
+        browser.wait_for("document.querySelector('#mirror mark') === null")
+        browser.hover("#tokens-0 .t:nth-child(3)")
+        browser.wait_for("document.querySelector('#mirror mark') !== null")
+        browser.click("#text")
+        browser.call("Input.insertText", text="!")
+        assert browser.js("document.querySelector('#mirror mark')") is None
+        # While the tokens shown are of an older text (the server has not answered: here it never
+        # will), their spans mark nothing.
+        browser.js("window.fetch = function () { return new Promise(function () {}); }")
+        browser.call("Input.insertText", text="?")
+        time.sleep(0.3)
+        browser.hover("#tokens-0 .t:nth-child(3)")
+        browser.wait_for("document.querySelector('#tokens-0 .t.over') !== null")
+        assert browser.js("document.querySelector('#mirror mark')") is None
+        path = tmp_path / "bpe-serve-offsets.png"
+        path.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"]))
         print(f"screenshot: {path}")
     finally:
         browser.close()

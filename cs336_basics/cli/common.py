@@ -130,6 +130,32 @@ def positive_int(text: str) -> int:
     return value
 
 
+# More processes than any machine has cores: past this, --workers is a slip (10**30 would fork a
+# process per byte of a small corpus, or overflow a semaphore), not a wish.
+MAX_WORKERS = 1024
+
+
+def worker_count(text: str) -> int:
+    """An argument type, the one of every --workers: a whole number from 1 to `MAX_WORKERS`."""
+    value = positive_int(text)
+    if value > MAX_WORKERS:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_WORKERS} processes, got {value} (this machine "
+                                         f"has {cores} cores)")
+    return value
+
+
+def port_number(text: str) -> int:
+    """An argument type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 (any free one) to 65535, got {value}")
+    return value
+
+
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -204,6 +230,15 @@ def tokenizer_files(source: str) -> list[Path]:
     path = Path(source)
     names = ("tokenizer.json", "vocab.json", "merges.txt", "merge_log.tsv")
     return [path / n for n in names if (path / n).is_file()] if path.is_dir() else [path] if path.is_file() else []
+
+
+def refuse_folders_at(outputs: list[Path]) -> None:
+    """Refuse, before any work, to write a file where a folder stands (its rename would fail at
+    the end, after the work, naming a temporary file, with the outputs renamed before it replaced)."""
+    for path in outputs:
+        if path.is_dir():
+            raise CommandError(f"{path} is a folder, where a file is to be written: move it away or choose "
+                               "another --out")
 
 
 def refuse_outputs_among(outputs: list[Path], inputs: list) -> None:

@@ -42,6 +42,7 @@ def run_convert(args: argparse.Namespace, context: RunContext) -> None:
               f"not in the file: {specials}; pattern: {pattern})")
         return
     common.writable_dir(out)
+    common.refuse_folders_at([out / n for n in names[args.format]])
     if args.format == "hf":
         context.watch(out / "vocab.json", out / "merges.txt", out / "tokenizer.json")
         tokenizer.save_pretrained(out)

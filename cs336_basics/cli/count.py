@@ -3,8 +3,8 @@
 import argparse
 from pathlib import Path
 
-from cs336_basics.cli import common
-from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size, positive_int
+from cs336_basics.cli import common, memory
+from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, byte_size
 from cs336_basics.corpora import executors, sources
 from cs336_basics.errors import CommandError
 from cs336_basics.train import trainer
@@ -22,13 +22,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the count table's folder")
     common.add_corpus_options(p)
     common.add_special_options(p)
-    p.add_argument("--workers", type=positive_int, metavar="N",
+    p.add_argument("--workers", type=common.worker_count, metavar="N",
                    help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--piece-size", type=byte_size, metavar="SIZE",
                    help="input bytes per shard, e.g. 64M (default: the input over the workers, so one shard per "
                         "worker, at least 1M and at most 1G; when resuming, as the unfinished table planned)")
     p.add_argument("--overwrite", action="store_true", help="count anew into a folder holding a table of other settings")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    memory.add_options(p)
     p.set_defaults(run=run_count)
 
 
@@ -51,6 +52,7 @@ def run_count(args: argparse.Namespace, context: RunContext) -> None:
     specials = args.special_token if args.special_token is not None else [DEFAULT_SPECIAL]
     size = sum(f.size for f in files)
     workers = args.workers or executors.default_num_workers(size)
+    memory.check(args, files, specials, args.pattern or "gpt2", workers, table=True)
     context.resumable = out
     with common.executor(args) as executor, trainer.progress_bar(
         not args.quiet, total=size, unit="B", unit_scale=True, desc="counting"
@@ -59,7 +61,7 @@ def run_count(args: argparse.Namespace, context: RunContext) -> None:
             [f.path for f in files], common.writable_dir(out), special_tokens=specials, pattern=args.pattern or "gpt2",
             num_workers=workers, executor=executor, piece_size=args.piece_size, text_field=args.text_field,
             overwrite=args.overwrite, on_progress=(lambda done: bar.update(done - bar.n)) if bar else None,
-            files=files,
+            files=files, min_pretoken_count=args.min_pretoken_count or 1,
         )
     reused = f" ({counted.reused_shards} kept from an earlier run)" if counted.reused_shards else ""
     print(f"counted {sources.describe(args.inputs)} ({counted.input_bytes:,} bytes) into {out}: "

@@ -38,12 +38,18 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="dataset directory: about this many bytes of ids per shard (default 256M)")
     p.add_argument("--overwrite", action="store_true",
                    help="dataset directory: write it anew even if it was started with other settings")
-    p.add_argument("--workers", type=positive_int, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
+    p.add_argument("--workers", type=common.worker_count, metavar="N", help="processes (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--dtype", choices=["uint16", "uint32", "int32", "int64"],
                    help="the ids' type (default: uint16 if the vocabulary's ids fit, else uint32)")
     p.add_argument("--engine", choices=["auto", "python", "tiktoken"], default="auto",
                    help="auto (default): tiktoken where it is installed and gives our ids, else ours (and ours for "
                         "a small input); python: ours; tiktoken: tiktoken's BPE over our vocabulary (same ids)")
+    p.add_argument("--dropout", type=_probability, default=0.0, metavar="P",
+                   help="BPE-dropout: skip each merge with probability P, as Hugging Face's BPE(dropout=P) "
+                        "(ours only, never tiktoken; a .npy output)")
+    p.add_argument("--seed", type=_seed, metavar="S",
+                   help="--dropout: the seed, or without it a random one, which the summary prints; the same "
+                        "seed gives the same array whatever --workers")
     common.add_special_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_encode)
@@ -56,12 +62,37 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("inspect", help="show how a text is cut into tokens")
     p.add_argument("text")
+    p.add_argument("--offsets", action="store_true",
+                   help="then one line per token: its character span in the text (start, end), id, token and "
+                        "the text it spans (a token holding part of a character spans that character)")
     common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name")
     common.add_special_options(p)
     p.set_defaults(run=run_inspect)
 
 
 # --- encode ------------------------------------------------------------------------------------------
+
+
+def _probability(text: str) -> float:
+    """An argument type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability such as 0.1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """An argument type: a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
+    return value
 
 
 def run_encode(args: argparse.Namespace, context: RunContext) -> None:
@@ -71,7 +102,13 @@ def run_encode(args: argparse.Namespace, context: RunContext) -> None:
     if args.append_separator and not tokenizer.special_tokens:
         raise CommandError("--append-separator needs a special token to end the last document with "
                            "(--special-token)")
+    if args.seed is not None and not args.dropout:
+        raise CommandError("--seed is for --dropout (BPE-dropout's random draws); without it encoding is not random")
     files = common.corpus_files(args.inputs)
+    if args.dropout and (args.format or not args.out.lower().endswith(".npy")):
+        raise CommandError(f"--dropout writes one .npy array; --out {args.out} is a "
+                           f"{'--format ' + args.format + ' prefix' if args.format else 'dataset directory'} "
+                           "(write FILE.npy, e.g. a fresh one per epoch with another --seed)")
     if args.format:
         return _encode_format(args, context, tokenizer, files)
     if not args.out.lower().endswith(".npy"):
@@ -100,7 +137,8 @@ def _encode_settings(args: argparse.Namespace, tokenizer: Tokenizer, files: list
     """(the corpus's bytes, how many workers, the engine) for `bpe encode`, to either output."""
     total_bytes = sum(f.size for f in files)
     workers = args.workers or default_num_workers(total_bytes)
-    return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes)
+    return total_bytes, workers, engines.choose(tokenizer, args.engine, input_bytes=total_bytes,
+                                                dropout=args.dropout, seed=args.seed)
 
 
 def _progress(args: argparse.Namespace, total_bytes: int):
@@ -249,7 +287,7 @@ def run_inspect(args: argparse.Namespace, context: RunContext) -> None:
         raise CommandError("the text argument is not valid in this terminal's encoding (it decodes to "
                            "surrogates); set a UTF-8 locale, e.g. LANG=C.UTF-8")
     tokenizer = common.load_tokenizer(args.tokenizer, args.special_token, args.pattern)
-    ids = tokenizer.encode(args.text)
+    ids, spans = tokenizer.encode_with_offsets(args.text)
     colour = sys.stdout.isatty() and os.environ.get("NO_COLOR") is None
     pieces = []
     for n, token_id in enumerate(ids):
@@ -261,3 +299,18 @@ def run_inspect(args: argparse.Namespace, context: RunContext) -> None:
     print("".join(pieces))
     print(" ".join(map(str, ids)))
     print(f"{len(ids)} tokens, {len(args.text.encode())} bytes")
+    if args.offsets:
+        _print_offsets(args.text, ids, spans, tokenizer)
+
+
+def _print_offsets(text: str, ids: list[int], spans: list[tuple[int, int]], tokenizer: Tokenizer) -> None:
+    """`bpe inspect --offsets`: a header, then each token's span, id, token and the text it spans, in columns."""
+    rows = [("start", "end", "id", "token", "text")] + [
+        (str(start), str(end), str(token_id), f"[{readable_token(tokenizer.vocab[token_id])}]",
+         f"[{readable_token(text[start:end].encode())}]")
+        for token_id, (start, end) in zip(ids, spans)
+    ]
+    widths = [max(len(row[k]) for row in rows) for k in range(4)]
+    for row in rows:
+        print("  ".join([*(cell.rjust(w) if k < 3 else cell.ljust(w) for k, (cell, w) in enumerate(zip(row, widths))),
+                         row[4]]))

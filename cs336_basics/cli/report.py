@@ -36,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("serve", help="a local web page: type text, see it cut by several tokenizers side by side")
     common.add_tokenizer_option(p, "folder, tokenizer.json, .tiktoken or a name; repeat to compare (default: "
                                    "out/tokenizer if it exists, gpt2 and cl100k_base)", required=False, repeat=True)
-    p.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0 takes a free one)")
+    p.add_argument("--port", type=common.port_number, default=8000, help="the port (default 8000; 0 takes a free one)")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1, this machine only)")
     p.add_argument("--allow-remote", action="store_true", help="allow a --host other machines can reach")
     p.add_argument("--max-bytes", type=byte_size, default=100_000, metavar="SIZE",

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from cs336_basics import report
 from cs336_basics.bpe import Tokenizer, train_bpe, train_bpe_from_counts
-from cs336_basics.cli import common
+from cs336_basics.cli import common, memory
 from cs336_basics.cli.common import DEFAULT_SPECIAL, RunContext, positive_int
-from cs336_basics.corpora import sources
+from cs336_basics.corpora import executors, sources
 from cs336_basics.counts.table import MANIFEST, counted_with
 from cs336_basics.formats import pretrained
 from cs336_basics.text import patterns
+from cs336_basics.train import trainer
 from cs336_basics.train.merge_log import MergeLog, merge_log_tsv, readable_token, token_occurrences
 
 
@@ -28,7 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="tokens in the vocabulary (default 1000)")
     common.add_special_options(p)
     p.add_argument("--out", default="out/tokenizer", metavar="DIR", help="output folder (default: out/tokenizer)")
-    p.add_argument("--workers", type=positive_int, metavar="N",
+    p.add_argument("--workers", type=common.worker_count, metavar="N",
                    help="processes for counting (default: all cores, 1 for less than 4M of input)")
     p.add_argument("--min-count", type=positive_int, metavar="N",
                    help="a token with fewer occurrences in the encoded corpus is under-trained (default: 0.0001%% "
@@ -36,12 +37,44 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--start-from", metavar="TOKENIZER",
                    help="extend this tokenizer (a folder, tokenizer.json, .tiktoken file or pretrained name): keep its "
                         "ids, merges and special tokens and add merges learned on INPUT up to --vocab-size")
-    p.add_argument("--superword-from", type=positive_int, metavar="T",
-                   help="SuperBPE: learn subwords up to vocabulary size T, then tokens that may span words")
+    p.add_argument("--superword-from", type=_transition, metavar="T", nargs="?", const=True,
+                   help="SuperBPE: learn subwords up to vocabulary size T, then tokens that may span words (no T: "
+                        "from the size of the --start-from tokenizer)")
+    p.add_argument("--superword-pattern", metavar="NAME|REGEX",
+                   help="SuperBPE's stage-2 pre-tokenization: superbpe (default), as its authors release it; "
+                        "superbpe-v1, the preprint's, whose limits are off unless given; or a regex read as a Hugging "
+                        "Face Split with behavior Isolated")
+    p.add_argument("--superword-max-words", type=_count, metavar="N",
+                   help="SuperBPE: no stage-2 token of more than N words, the non-empty parts between its spaces "
+                        "(default 4; 0: no limit; superbpe-v1: 0)")
+    p.add_argument("--superword-allow-colon-space", action="store_true",
+                   help="SuperBPE: let stage-2 tokens hold a colon followed by a space (refused by default)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    memory.add_options(p)
     p.add_argument("--counts", metavar="COUNTS", help="train from a count table (bpe count) or a pre-token<TAB>count "
                    "file instead of INPUT: its pattern and special tokens are the defaults")
     p.set_defaults(run=run_train)
+
+
+def _transition(text: str) -> int:
+    """--superword-from's T (argparse type): a vocabulary size, naming what to do when the next
+    argument was meant as INPUT."""
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e} (T is a vocabulary size; without T, write --superword-from after "
+                                         "INPUT...)") from None
+
+
+def _count(text: str) -> int:
+    """A whole number of at least 0 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
+    return value
 
 
 def bundled_corpus() -> Path:
@@ -60,9 +93,30 @@ def _start_from(source: str, pattern: str | None) -> Tokenizer:
     return Tokenizer.from_pretrained(source, pattern=None if pattern is None else patterns.canonical(pattern))
 
 
+def _check_superword_from(value: int, vocab_size: int, specials: list[str], start: Tokenizer | None,
+                          start_name: str | None) -> None:
+    """Refuse, naming the options, a SuperBPE transition outside smallest vocabulary..--vocab-size."""
+    smallest = trainer.smallest_vocab(specials, start)
+    if smallest <= value <= vocab_size or vocab_size < smallest:  # the latter: training says what is wrong
+        return
+    base = (f"the {len(start.vocab):,} tokens of {start_name}" if start is not None
+            else f"the 256 bytes and {len(specials)} special token(s)")
+    raise common.CommandError(f"--superword-from {value} is outside {smallest} ({base}) to --vocab-size "
+                              f"{vocab_size}: SuperBPE learns subwords up to that vocabulary size, then superwords")
+
+
 def run_train(args: argparse.Namespace, context: RunContext) -> None:
     if args.counts and args.inputs:
         raise common.CommandError("bpe train takes INPUT... or --counts COUNTS, not both")
+    superword_given = [flag for flag, value in (("--superword-pattern", args.superword_pattern),
+                                                 ("--superword-max-words", args.superword_max_words),
+                                                 ("--superword-allow-colon-space", args.superword_allow_colon_space or None))
+                       if value is not None]
+    if superword_given and args.superword_from is None:
+        raise common.CommandError(f"{', '.join(superword_given)} only apply to SuperBPE: give --superword-from too")
+    if args.superword_from is True and not args.start_from:
+        raise common.CommandError("--superword-from without T starts stage 2 at the size of the --start-from "
+                                  "tokenizer: give --start-from, or T")
     if args.counts and args.superword_from is not None:
         raise common.CommandError("--superword-from counts the corpus again with SuperBPE's pattern: give the "
                                   "corpus (INPUT...), not --counts")
@@ -74,12 +128,24 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
     specials = given if given is not None else [DEFAULT_SPECIAL]
     if start is not None:  # its own special tokens, then any new ones
         specials = [*start.special_tokens, *(t for t in specials if t not in start.special_tokens)]
+    if args.superword_from is True:  # no T: from the size of the tokenizer extended
+        args.superword_from = trainer.smallest_vocab(specials, start)
+    if args.superword_from is not None:
+        _check_superword_from(args.superword_from, args.vocab_size, specials, start, args.start_from)
     out = common.writable_dir(Path(args.out))
     outputs = [out / "vocab.json", out / "merges.txt", out / "tokenizer.json", out / "merge_log.tsv"]
+    common.refuse_folders_at(outputs)
     # Nor what training reads besides the corpus: the tokenizer to extend, the count table.
     common.refuse_outputs_among(outputs, [*files, *(common.tokenizer_files(args.start_from) if start else ())])
     if args.counts and Path(args.counts).is_dir():
         common.refuse_outputs_among([out], [Path(args.counts) / MANIFEST])
+    size = sum(f.size for f in files)
+    workers = args.workers or executors.default_num_workers(size if files else executors.PARALLEL_MIN_BYTES)
+    # The options training refuses, refused before the estimate is printed: a failed run prints nothing.
+    trainer.checked_extension(specials, None if start else args.pattern or counted[1] or "gpt2", args.vocab_size,
+                              args.workers, start)
+    memory.check(args, files, specials, args.pattern or counted[1] or "gpt2", workers, counts=args.counts,
+                 note="; SuperBPE's stage 2 needs more" if args.superword_from is not None else "")
     context.watch(*outputs)
     stats: dict = {}
     log: list[tuple[int, int]] = []
@@ -89,6 +155,7 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
         vocab, merges = train_bpe_from_counts(
             args.counts, args.vocab_size, args.special_token, pattern=pattern, num_workers=args.workers,
             progress=not args.quiet, stats=stats, merge_log=log, start_from=start,
+            min_pretoken_count=args.min_pretoken_count,
         )
     else:
         with common.executor(args) as executor:
@@ -96,9 +163,12 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
                 [f.path for f in files], args.vocab_size, specials, pattern=pattern,
                 num_workers=args.workers, executor=executor, text_field=args.text_field, progress=not args.quiet,
                 stats=stats, merge_log=log, start_from=start, superword_from=args.superword_from,
+                superword_pattern=args.superword_pattern, superword_max_words=args.superword_max_words,
+                superword_colon_rule=False if args.superword_allow_colon_space else None,
+                min_pretoken_count=args.min_pretoken_count or 1,
             )
     if args.superword_from is not None:
-        pattern = patterns.SUPERBPE
+        pattern = patterns.superword_pattern(args.superword_pattern or patterns.SUPERBPE)
     tokenizer = Tokenizer(vocab, merges, specials, pattern=pattern)
     # One atomic write, so an interrupted run never leaves a merge log beside another run's merges.
     merge_log = MergeLog(stats["pretoken_bytes"], log)
@@ -120,7 +190,9 @@ def run_train(args: argparse.Namespace, context: RunContext) -> None:
             if start is not None else f"{len(merges):,} merges")
     print(f"trained on {input_path} ({stats['input_bytes']:,} bytes, {stats['num_workers']} worker(s), "
           f"pattern {_pattern_label(tokenizer.pattern)})")
-    print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct)")
+    dropped = (f", {stats['dropped_pretokens']:,} seen fewer than {stats['min_pretoken_count']:,} times dropped"
+               if stats["dropped_pretokens"] else "")
+    print(f"  counting pre-tokens  {stats['count_seconds']:8.2f} s   ({stats['distinct_pretokens']:,} distinct{dropped})")
     print(f"  merging              {stats['merge_seconds']:8.2f} s   ({made})")
     print(f"  total                {total:8.2f} s")
     workers = f", {child:.0f} MB in the largest worker" if child and not args.dask_scheduler else ""

@@ -56,12 +56,15 @@ DEFAULT_SPECIAL_TOKENS = ("<|endoftext|>",)
 @dataclass(frozen=True)
 class Counts:
     """Pre-token counts read from a table, a text file or a mapping, with what they were counted with
-    (None where the source does not say: a text file, a mapping)."""
+    (None where the source does not say: a text file, a mapping). `min_count`: the
+    `min_pretoken_count` a table was counted with (1 for none), which training applies by default;
+    the table holds every count, so that tables still add up exactly."""
 
     word_counts: dict[bytes, int]
     pattern: str | None
     special_tokens: list[str] | None
     input_bytes: int | None
+    min_count: int = 1
 
 
 def shard_name(index: int) -> str:
@@ -209,7 +212,15 @@ def read_table(folder: Path) -> Counts:
                      "pretoken_bytes": sum(len(w) * n for w, n in zip(words, counts))})
     _check_totals(folder / MANIFEST, manifest, held)
     return Counts(total, manifest["pattern"], list(manifest["special_tokens"]),
-                  manifest.get("totals", {}).get("input_bytes"))
+                  manifest.get("totals", {}).get("input_bytes"), recorded_min_count(manifest))
+
+
+def recorded_min_count(manifest: dict) -> int:
+    """The `min_pretoken_count` a table's manifest records (see `writer.count_corpus`): 1 if none."""
+    n = manifest.get("min_pretoken_count", 1)
+    if type(n) is not int or n < 1:
+        raise ValueError(f"the manifest's min_pretoken_count must be a positive whole number, got {n!r}")
+    return n
 
 
 def _check_totals(path: Path, manifest: dict, held: list[dict]) -> None:
@@ -464,6 +475,8 @@ def merge_tables(folders: list["str | os.PathLike"], out: "str | os.PathLike") -
             "text_field": first.get("text_field"), "piece_size": None,
             "inputs": [i for m in manifests for i in m.get("inputs", [])],
             "merged_from": [str(f) for f in folders]}
+    if max(map(recorded_min_count, manifests)) > 1:  # the largest asked for: the sum still holds every count
+        head["min_pretoken_count"] = max(map(recorded_min_count, manifests))
     input_bytes = sum(m.get("totals", {}).get("input_bytes", 0) for m in manifests)
     entries = []
     with staged.folders_for([out / MANIFEST]), staged.StagedFiles() as files:

@@ -88,7 +88,7 @@ def count_corpus(
     inputs, directory: "str | os.PathLike", *, special_tokens: list[str], pattern: str = "gpt2",
     num_workers: int = 1, executor: Executor | None = None, piece_size: int | None = None,
     text_field: str = "text", overwrite: bool = False, on_progress: Callable[[int], None] | None = None,
-    files: Sequence[sources.Source] | None = None,
+    files: Sequence[sources.Source] | None = None, min_pretoken_count: int = 1,
 ) -> Counted:
     """Count the pre-tokens of a corpus into the count table `directory` (see the module docstring).
 
@@ -98,6 +98,8 @@ def count_corpus(
     unfinished table being resumed, else `default_piece_size`. `on_progress(bytes_done)` is called
     as shards finish. `files`: `sources.resolve(inputs, outside=[directory])`, when the caller has
     it already. The table's folder is never read as input, and an input in it is refused.
+    `min_pretoken_count` N > 1 is recorded in the manifest: training from the table drops the
+    pre-tokens counted fewer than N times in all (the shards keep every count, so tables add up).
     """
     if piece_size is not None:
         if isinstance(piece_size, bool) or not isinstance(piece_size, int):
@@ -118,6 +120,10 @@ def count_corpus(
         "inputs": [{"path": f.path, "size": f.size,
                     "mtime_ns": None if sources.is_url(f.path) else os.stat(f.path).st_mtime_ns} for f in files],
     }
+    if type(min_pretoken_count) is not int or min_pretoken_count < 1:
+        raise ValueError(f"min_pretoken_count must be a positive int (1 drops nothing), got {min_pretoken_count!r}")
+    if min_pretoken_count > 1:  # only then, so that tables counted before this option still resume
+        head["min_pretoken_count"] = min_pretoken_count
     target = ShardFolder(directory, COUNT_TABLE)
     with target.opened(head, overwrite=overwrite, adopt=() if piece_size is not None else ("piece_size",),
                        anew="pass --overwrite (overwrite=True) to count it anew, or write to another folder") as opened:

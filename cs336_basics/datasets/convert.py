@@ -62,7 +62,7 @@ def convert_dataset(
     `on_progress(tokens_done)` is called after each shard. Raises ValueError naming every shard
     that disagrees with the manifest, before anything is written in place.
     """
-    _check_options(format, shard_tokens)
+    _check_options(format, shard_tokens, out)
     dataset = TokenDataset(directory)
     if dataset.kind != "directory":
         raise ValueError(f"{directory}: not a dataset directory (convert reads what `bpe encode --out DIR/` writes)")
@@ -93,12 +93,17 @@ def output_paths(out: str | os.PathLike, format: str) -> list[Path]:
     return list(dict.fromkeys([llmc.shard_path(out, 0), *llmc.shard_paths_there(out)]))
 
 
-def _check_options(format: str, shard_tokens: int) -> None:
-    """Refuse, before any work, a format or shard size that cannot be written."""
+def _check_options(format: str, shard_tokens: int, out: str | os.PathLike) -> None:
+    """Refuse, before any work, a format or shard size that cannot be written, or a file of the
+    output that a folder stands in the way of (its final rename would fail, after all the work)."""
     if format not in FORMATS:
         raise ValueError(f"unknown dataset format {format!r}; known: {', '.join(FORMATS)}")
     if format == "llmc":
         llmc.check_shard_tokens(shard_tokens)
+    for path in output_paths(out, format):
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder, where {format} writes a file of {out}: move it away or "
+                             "choose another prefix")
 
 
 def _convert(dataset: TokenDataset, out, format: str, shard_tokens: int, separator: int | None,
@@ -170,9 +175,11 @@ def write_format(
     leaves the hidden folder for the next run with the same arguments to resume; errors name `out`,
     never that folder. Options that cannot be written are refused before anything is.
     """
-    _check_options(format, shard_tokens)
+    _check_options(format, shard_tokens, out)
     out = Path(out)
     work = work_directory(out)
+    if work.exists() and not work.is_dir():
+        raise ValueError(f"{work} is a file, where the unfinished run of {out} is kept: move it away")
     with _naming(work, f"{out} (its unfinished run)"):
         written = write_directory(work)
         tokens = len(TokenDataset(work))

@@ -122,6 +122,8 @@ def write_dataset_from_documents(
     if target.store.size("") is not None:
         raise ValueError(f"{target} is a file, not a folder; name a folder for the dataset")
     engine = engines.choose(tokenizer, engine)
+    if engine.dropout:  # a dataset's resuming and identity record no seed
+        raise ValueError("BPE-dropout writes token arrays (encode_file, bpe encode --out FILE.npy), not datasets")
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     piece_size = piece_size or writer.piece_size_for(shard_size)
     head = {

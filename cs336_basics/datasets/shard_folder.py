@@ -223,13 +223,20 @@ class ShardFolder:
         """Refuse a folder of another kind (its manifest or plan says so) or, where there is neither,
         one holding files this kind does not write."""
         store, noun = self.store, self.kind.noun
+        names = store.names()
+        # A folder where a file of ours goes (or the reverse) would fail late, after the work. Shards
+        # are looked at in a local folder only: at a URL each look is a request.
+        for name in (n for n in names if self.kind.owns(n) and (not store.url or n in (MANIFEST, WORK))):
+            if store.is_dir(name) != (name == WORK):
+                what = "a file" if name == WORK else "a folder"
+                raise ValueError(f"{store.path(name)} is {what}, not what a {noun} keeps there: move it away or "
+                                 f"write the {noun} to a new or empty folder")
         for name in (MANIFEST, f"{WORK}/{PLAN}"):
             found = self.read_json(name)
             if found is not None and isinstance(found.get("format"), str) and found["format"] != self.kind.format:
                 raise ValueError(f"{store} holds another kind of folder ({name} says \"format\": "
                                  f"{json.dumps(found['format'])}), not a {noun}: write the {noun} to a new or "
                                  "empty folder")
-        names = store.names()
         if not any(n in (MANIFEST, WORK) for n in names):
             foreign = sorted(n for n in names if not self.kind.owns(n))
             if foreign:

@@ -205,6 +205,8 @@ def write_dataset(
     files = sources.resolve(inputs) if files is None else list(files)
     check_output(target.store, inputs, files)
     engine = engines.choose(tokenizer, engine, input_bytes=sum(f.size for f in files))
+    if engine.dropout:  # a dataset's resuming and identity record no seed
+        raise ValueError("BPE-dropout writes token arrays (encode_file, bpe encode --out FILE.npy), not datasets")
     out_dtype = choose_dtype(max(tokenizer.vocab), dtype)
     piece_size = piece_size or piece_size_for(shard_size, sum(f.size for f in files), num_workers)
     units = sources.plan_units(files, piece_size=piece_size, special_tokens=tokenizer.cut_tokens,

@@ -53,11 +53,14 @@ def encode_files_to_array(
 
 
 def encode_batch(
-    tokenizer: TokenizerLike, texts, *, num_workers: int, engine: "str | engines.Choice"
+    tokenizer: TokenizerLike, texts, *, num_workers: int, engine: "str | engines.Choice", dropout: float = 0.0,
+    seed=None,
 ) -> list[list[int]]:
     """The ids of each text, as `tokenizer.encode` gives them, in order. `engine` is as for
     `encode_files_to_array` (the texts' characters count as bytes for "auto"); with `num_workers`
     above 1 the texts are encoded by that many processes (tiktoken: threads), a batch at a time.
+    With `dropout` (BPE-dropout, ours only), text i is `tokenizer.encode(text, dropout=dropout,
+    seed=(*seed, i))`, the seed's numbers and i, whatever `num_workers`.
     TypeError for a single str or a text that is not one; ValueError for a bad `num_workers`."""
     if isinstance(texts, str):
         raise TypeError(f"encode_batch takes a list of texts, not one str: write [{texts[:20]!r}]")
@@ -67,7 +70,12 @@ def encode_batch(
             raise TypeError(f"encode_batch takes str texts, got {type(text).__name__}")
     if type(num_workers) is not int or num_workers < 1:
         raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
-    choice = engines.choose(tokenizer, engine, threads=num_workers, input_bytes=sum(map(len, texts)))
+    choice = engines.choose(tokenizer, engine, threads=num_workers, input_bytes=sum(map(len, texts)),
+                            dropout=dropout, seed=seed)
+    if choice.dropout:
+        if num_workers == 1 or len(texts) < 2:
+            return [tokenizer.encode(text, dropout=choice.dropout, seed=(*choice.seed, i)) for i, text in enumerate(texts)]
+        return encode_batch_in_processes(tokenizer, texts, num_workers, choice.dropout, choice.seed)
     if choice.engine == "tiktoken" or num_workers == 1 or len(texts) < 2:
         return [ids.tolist() for ids in engines.encode_texts(choice, tokenizer, texts)]
     return encode_batch_in_processes(tokenizer, texts, num_workers)

@@ -412,6 +412,11 @@ class EncodeCache(dict):
         if self._learned is not None:
             self._learned.update(computed)
 
+    def plain_parts(self) -> tuple[MergeTable, str, dict[str, bytes]]:
+        """(the merge table, the codec ids are packed with, the keys with given ids): what encoding
+        around this cache needs (BPE-dropout, see `dropout`, whose ids are random: never kept here)."""
+        return self._table, self._codec, self._fixed
+
     def start_learning(self) -> None:
         """From now on, also note what is computed, for `take_learned`."""
         self._learned = {}

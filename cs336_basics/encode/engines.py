@@ -28,7 +28,8 @@ conditions and says which one fails). What remains is to cut the text the same w
 
 `choose` decides, with the reason, once per call in the process that plans the work; workers get
 the `Choice` and encode with `encode_text`. `Tokenizer.encode` and `encode_iterable` always use the
-Python engine.
+Python engine. So does BPE-dropout (see `dropout`): tiktoken has none, so `choose` refuses
+"tiktoken" with dropout and "auto" picks ours.
 """
 
 import dataclasses
@@ -58,7 +59,8 @@ _CLASSES = {
     "cl100k": (r"\p{L}", r"\p{N}", r"\s"),
     "o200k": (r"\p{L}", r"\p{N}", r"\s", r"\p{M}", r"\p{Lu}", r"\p{Ll}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}"),
     "none": (),
-    "superbpe": (r"\p{N}", r"\d"),
+    "superbpe": (r"\p{N}", r"\p{L}", r"\s"),
+    "superbpe-v1": (r"\p{N}", r"\d"),
 }
 
 
@@ -85,6 +87,11 @@ class Choice:
     whole: bool = True
     strict: bool = False
     threads: int = 1
+    # BPE-dropout (the Python engine only): the probability, the seed, and the number of the work
+    # unit being encoded, from which the unit's random stream is derived (see `dropout`).
+    dropout: float = 0.0
+    seed: tuple[int, ...] = ()
+    unit: int = 0
 
 
 def _tiktoken():
@@ -153,13 +160,15 @@ def _check(tokenizer: TokenizerLike) -> tuple:
 AUTO_MIN_BYTES = 4 << 20
 
 
-def choose(tokenizer: TokenizerLike, engine: str = "auto", *, threads: int = 1, input_bytes: int | None = None) -> Choice:
+def choose(tokenizer: TokenizerLike, engine: str = "auto", *, threads: int = 1, input_bytes: int | None = None,
+           dropout: float = 0.0, seed: "int | tuple[int, ...] | None" = None) -> Choice:
     """The engine to encode corpora with, and why (see the module docstring).
 
     "python" always runs ours. "tiktoken" runs tiktoken, or raises ValueError (ImportError when it
     is not installed) saying why it cannot give our ids. "auto" runs tiktoken where it is installed
     and gives our ids, else ours; and ours for an input of fewer than `AUTO_MIN_BYTES`, when
-    `input_bytes` says so.
+    `input_bytes` says so. With `dropout` above 0 (BPE-dropout, drawing from `seed`, a random
+    one when None) ours runs, and "tiktoken" is refused.
     """
     if isinstance(engine, Choice):
         return engine
@@ -167,6 +176,14 @@ def choose(tokenizer: TokenizerLike, engine: str = "auto", *, threads: int = 1, 
         raise ValueError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
     if type(threads) is not int or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}")
+    if dropout:
+        from cs336_basics.encode.dropout import checked_dropout, stream_key  # NumPy: not for training
+
+        dropout, seed = checked_dropout(dropout), stream_key(seed)
+        if engine == "tiktoken":
+            raise ValueError("engine 'tiktoken' has no BPE-dropout; use engine 'python' or 'auto' (which picks ours)")
+        return Choice("python", f"BPE-dropout {dropout:g} with seed {','.join(map(str, seed))} runs in ours only",
+                      dropout=dropout, seed=seed)
     if engine == "python":
         return Choice("python", "asked for")
     if engine == "auto" and input_bytes is not None and input_bytes < AUTO_MIN_BYTES:

@@ -3,9 +3,11 @@
 A `TextEncoder` is built once per tokenizer. It matches special tokens (or, under a Hugging Face
 pipeline, added tokens, see `text.added_tokens`), cuts the text between them into chunks or
 pre-tokens, and hands them to the tokenizer's `EncodeCache`, which knows the special tokens' ids,
-some `CHUNKS_PER_CALL` at a time.
+some `CHUNKS_PER_CALL` at a time; with BPE-dropout, to a `dropout.DropoutEncoder` instead, which
+keeps no random ids.
 """
 
+from cs336_basics.encode.dropout import DropoutEncoder, Stream
 from cs336_basics.encode.encoder import EncodeCache
 from cs336_basics.text.added_tokens import AddedTokens
 from cs336_basics.text.patterns import Pretokenizer
@@ -44,14 +46,27 @@ class TextEncoder:
         self._split = pretokenizer.chunks if pretokenizer.boundary else pretokenizer.pretokens
         if pretokenizer.pipeline is not None and not pretokenizer.boundary:
             self._split = pretokenizer.pipeline.pretokens  # of text already normalized
+        # The cache's keys to pre-tokens, for BPE-dropout (built when first used).
+        self._key_pretokens = pretokenizer.chunk_pretokens if pretokenizer.boundary else None
+        self._dropout: DropoutEncoder | None = None
 
-    def encode_packed(self, text: str) -> bytes:
+    def encode_packed(self, text: str, dropout: float = 0.0, stream: Stream | None = None) -> bytes:
         """The ids of text that holds no surrogates, packed as `id_packing` says. The chunks of its
-        documents and its special tokens go to the cache together, `CHUNKS_PER_CALL` at a time."""
+        documents and its special tokens go to the cache together, `CHUNKS_PER_CALL` at a time;
+        with `dropout` above 0, to BPE-dropout drawing from `stream` (see `dropout`)."""
+        encode = self._cache.encode
+        if dropout:
+            if self._dropout is None:
+                self._dropout = DropoutEncoder(*self._cache.plain_parts(), self._key_pretokens)
+            dropout_encoder = self._dropout
+
+            def encode(chunks: list[str]) -> bytes:
+                return dropout_encoder.encode(chunks, dropout, stream)
+
         if self._added is not None:
-            return self._encode_chunks(self._added.keys(text, self._split))
+            return self._encode_chunks(self._added.keys(text, self._split), encode)
         if self._special_re is None:
-            return self._encode_chunks(self._split(text))
+            return self._encode_chunks(self._split(text), encode)
         out: list[bytes] = []
         chunks: list[str] = []
         split = self._split
@@ -61,14 +76,14 @@ class TextEncoder:
             elif part:
                 chunks += split(part)
                 if len(chunks) >= CHUNKS_PER_CALL:
-                    out.append(self._encode_chunks(chunks))
+                    out.append(self._encode_chunks(chunks, encode))
                     chunks = []
-        out.append(self._cache.encode(chunks))
+        out.append(encode(chunks))
         return b"".join(out)
 
-    def _encode_chunks(self, chunks: list[str]) -> bytes:
-        """The packed ids of chunks, handed to the cache `CHUNKS_PER_CALL` at a time."""
-        encode = self._cache.encode
+    @staticmethod
+    def _encode_chunks(chunks: list[str], encode) -> bytes:
+        """The packed ids of chunks, handed to `encode` (the cache's) `CHUNKS_PER_CALL` at a time."""
         if len(chunks) <= CHUNKS_PER_CALL:
             return encode(chunks)
         return b"".join([encode(chunks[i : i + CHUNKS_PER_CALL]) for i in range(0, len(chunks), CHUNKS_PER_CALL)])

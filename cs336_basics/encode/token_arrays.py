@@ -15,7 +15,7 @@ import tempfile
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from itertools import accumulate
+from itertools import accumulate, count
 from pathlib import Path
 
 import numpy as np
@@ -146,11 +146,18 @@ def encode_unit(
 
     Records are joined with the first special token; a separator before the unit, if one is
     needed, is the caller's to write (see `encode_files`). `engine` (see `engines.choose`) is
-    the Python engine when None; the ids are the same with either.
+    the Python engine when None; the ids are the same with either. With BPE-dropout (`engine.dropout`)
+    the k-th text of the unit draws from the stream `(*engine.seed, engine.unit, k)`.
     """
     if engine is not None and engine.engine == "tiktoken":
         return _encode_unit_tiktoken(tokenizer, unit, dtype, engine)
     separator = tokenizer.encode_packed(tokenizer.special_tokens[0]) if tokenizer.special_tokens else b""
+    encode = tokenizer.encode_packed
+    if engine is not None and engine.dropout:
+        numbers = count()
+
+        def encode(text: str) -> bytes:
+            return tokenizer.encode_packed(text, dropout=engine.dropout, seed=(*engine.seed, engine.unit, next(numbers)))
     ids: list[bytes] = []
     consumed = 0
     documents = 0
@@ -163,7 +170,7 @@ def encode_unit(
         elif text and not documents:
             documents = 1
         if text:
-            ids.append(tokenizer.encode_packed(text))
+            ids.append(encode(text))
     if unit.format == "txt" and unit.new_document:  # a text file is a document, even an empty one
         documents = max(documents, 1)
     data = b"".join(ids)
@@ -244,6 +251,12 @@ def encode_documents_in_worker(key: str, state: tuple | None, documents: list[st
 def light_choice(engine: "engines.Choice") -> "engines.Choice":
     """The choice without its ranks, for local workers, which got them when they started."""
     return dataclasses.replace(engine, ranks=None, differing=None) if engine.engine == "tiktoken" else engine
+
+
+def for_unit(engine: "engines.Choice", number: int) -> "engines.Choice":
+    """The choice for work unit `number`: with BPE-dropout, its random stream is the unit's own, so
+    the ids depend on the seed and the units, not on which worker encodes which unit."""
+    return dataclasses.replace(engine, unit=number) if engine.dropout else engine
 
 
 def tokenizer_state(tokenizer: TokenizerLike) -> tuple[str, tuple]:
@@ -329,16 +342,16 @@ def _encode_into(tokenizer: TokenizerLike, units, output_path: Path, num_workers
         with contextlib.ExitStack() as workers:
             out.write(b"\0" * HEADER_BYTES)
             if executor is None and num_workers <= 1:
-                results = (encode_unit(tokenizer, u, out_dtype.str, engine) for u in units)
+                results = (encode_unit(tokenizer, u, out_dtype.str, for_unit(engine, i)) for i, u in enumerate(units))
             else:
                 if executor is None:
                     # The local workers' shared cache lives beside the output.
                     executor, key = workers.enter_context(
                         local_workers(tokenizer, num_workers, engine, output_path.parent))
-                    args = ((key, None, u, out_dtype.str, light_choice(engine)) for u in units)
+                    args = ((key, None, u, out_dtype.str, for_unit(light_choice(engine), i)) for i, u in enumerate(units))
                 else:
                     key, state = tokenizer_state(tokenizer)
-                    args = ((key, state, u, out_dtype.str, engine) for u in units)
+                    args = ((key, state, u, out_dtype.str, for_unit(engine, i)) for i, u in enumerate(units))
                 width = executors.executor_width(executor, num_workers)
                 results = executors.run_ordered(executor, encode_unit_in_worker, args, max_in_flight=2 * width)
             for unit, (consumed, has_documents, data) in zip(units, results):
@@ -361,15 +374,19 @@ def _encode_into(tokenizer: TokenizerLike, units, output_path: Path, num_workers
     return count
 
 
-def _encode_texts_in_worker(key: str, texts: list[str]) -> list[bytes]:
+def _encode_texts_in_worker(key: str, texts: list[str], first: int = 0, dropout: float = 0.0,
+                            seed: tuple[int, ...] = ()) -> list[bytes]:
     tokenizer = _worker_tokenizers[key]
+    if dropout:
+        return [tokenizer.encode_packed(text, dropout=dropout, seed=(*seed, first + i)) for i, text in enumerate(texts)]
     return [tokenizer.encode_packed(text) for text in texts]
 
 
-def encode_batch_in_processes(tokenizer: TokenizerLike, texts: list[str], num_workers: int) -> list[list[int]]:
+def encode_batch_in_processes(tokenizer: TokenizerLike, texts: list[str], num_workers: int, dropout: float = 0.0,
+                              seed: tuple[int, ...] = ()) -> list[list[int]]:
     """`tokenizer.encode` of each text, by `num_workers` local processes (the Python engine), in
     order. The texts go in batches of about equal length, a few per worker, at most two per
-    worker in flight; ids come back packed."""
+    worker in flight; ids come back packed. With `dropout`, text i draws from the stream `(*seed, i)`."""
     key, state = tokenizer_state(tokenizer)
     total = sum(map(len, texts))
     target = max(total // (4 * num_workers), 1)
@@ -384,7 +401,9 @@ def encode_batch_in_processes(tokenizer: TokenizerLike, texts: list[str], num_wo
     _worker_tokenizers.clear()
     _worker_tokenizers[key] = tokenizer  # forked workers find it; others build it from `state`
     with executors.local_pool(num_workers, initializer=init_worker, initargs=(key, state)) as pool:
-        results = executors.run_ordered(pool, _encode_texts_in_worker, ((key, batch) for batch in batches),
+        firsts = accumulate(map(len, batches), initial=0)
+        results = executors.run_ordered(pool, _encode_texts_in_worker,
+                                        ((key, batch, first, dropout, seed) for batch, first in zip(batches, firsts)),
                                         max_in_flight=2 * num_workers)
         typecode = "H" if np.dtype(tokenizer.packed_dtype).itemsize == 2 else "I"
         return [array(typecode, packed).tolist() for packed_list in results for packed in packed_list]

@@ -109,6 +109,12 @@ def companion_hashes(merges_path: str | os.PathLike) -> dict[str, str]:
     return hashes
 
 
+def merge_lines(text: bytes) -> int:
+    """How many merges a merges.txt of `text` holds (lines other than the version line and blank ones)."""
+    lines = text.decode("utf-8-sig", errors="replace").splitlines()
+    return sum(1 for n, line in enumerate(lines) if line.strip() and not (n == 0 and line.startswith("#version")))
+
+
 def load_vocab_and_merges(
     vocab_path: str | os.PathLike,
     merges_path: str | os.PathLike,
@@ -172,6 +178,9 @@ def load_vocab_and_merges(
                 f"{merges_path} was written with another vocab.json than {vocab_path} "
                 "(an interrupted save?); write both again"
             )
+        if not text.endswith(b"\n"):  # ours ends every line; a copy cut short need not
+            raise ValueError(f"{merges_path} ends inside line {len(lines)}, where every line of the file as saved "
+                             "ends: a copy cut short? copy or save the tokenizer again")
     for number, line in enumerate(lines, start=1):
         if not line.strip() or (number == 1 and line.startswith("#version")):
             continue

@@ -43,14 +43,17 @@ import regex
 from cs336_basics.formats.definition import DEFAULT_FLAGS, TokenizerDefinition, checked_added_tokens
 from cs336_basics.formats.gpt2 import text_to_token, token_to_text
 from cs336_basics.text import pipelines
-from cs336_basics.text.patterns import regex_string
+from cs336_basics.text.patterns import SUPERBPE_SPLIT, regex_string
 from cs336_basics.text.pipelines import for_oniguruma
 
-_NAMED = ("gpt2", "cl100k", "o200k", "superbpe")
+_NAMED = ("gpt2", "cl100k", "o200k", "superbpe", "superbpe-v1")
 
 
 def _pattern_name(onig_source: str) -> str | None:
-    """Our name for a Split regex when it is one of our named patterns as we write them, else None."""
+    """Our name for a Split regex when it is one of our named patterns as we write them, or
+    SuperBPE's own Split (as its authors' tokenizer.json files have it), else None."""
+    if onig_source == SUPERBPE_SPLIT:  # Isolated, its pieces are the "superbpe" pattern's
+        return "superbpe"
     for name in _NAMED:
         if onig_source == for_oniguruma(regex_string(name)):
             return name

@@ -226,6 +226,8 @@ def load(
     if path.is_dir():
         _check_same_save(path)
     read = hf.parse_tokenizer_json(json_path.read_bytes(), source=str(json_path))
+    if path.is_dir():
+        _check_merges_whole(path / "merges.txt", json_path, len(read.merges))
     if pattern is not None and patterns.canonical(pattern) != read.pattern:
         raise ValueError(f"{json_path} has the pattern {read.pattern!r}; it cannot be loaded with pattern={pattern!r}")
     if special_tokens is not None:
@@ -245,6 +247,18 @@ def _check_same_save(directory: Path) -> None:
             raise ValueError(
                 f"{merges_path} was written with another {name} than {other} (an interrupted save?); save again"
             )
+
+
+def _check_merges_whole(merges_path: Path, json_path: Path, merges: int) -> None:
+    """Refuse a merges.txt of our save (its line names tokenizer.json's sha256, which matched) that
+    holds other than tokenizer.json's `merges` merges: a copy cut short, which GPT-2 readers (and
+    `Tokenizer.from_files`) would load as a smaller tokenizer without a word."""
+    if not merges_path.is_file() or "tokenizer.json" not in gpt2.companion_hashes(merges_path):
+        return
+    held = gpt2.merge_lines(merges_path.read_bytes())
+    if held != merges:
+        raise ValueError(f"{merges_path} holds {held:,} merges where {json_path} holds {merges:,} (a copy cut "
+                         "short?): copy or save the tokenizer again")
 
 
 def save(

@@ -24,8 +24,15 @@ class HeldOut:
 def read_sample(path: str | Path, max_bytes: int) -> HeldOut:
     """The first `max_bytes` of a UTF-8 file (cut after the last whole line when it is longer)."""
     path = Path(path)
+    data = bytearray()
     with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)
+        # In blocks: one read of `max_bytes` would allocate that much first (1T: MemoryError).
+        while len(data) <= max_bytes:
+            block = f.read(min(max_bytes + 1 - len(data), 1 << 20))
+            if not block:
+                break
+            data += block
+    data = bytes(data)
     cut = len(data) > max_bytes
     if cut:
         data = data[:max_bytes]

@@ -48,6 +48,20 @@ def spans_words(token: bytes) -> bool:
     return _SPANNING.search(token.decode("utf-8", errors="replace")) is not None
 
 
+# SuperBPE's released recipe makes no token of more than this many words (see `word_count`); the
+# measures show the share of superword tokens that hold more.
+SUPERWORD_MAX_WORDS = 4
+
+
+def word_count(token: bytes) -> int:
+    """The words of a token as SuperBPE's limit counts them: the non-empty parts between its spaces.
+
+    >>> word_count(b" of the"), word_count(b"a  b:c"), word_count(b"   ")
+    (2, 2, 0)
+    """
+    return len([w for w in token.split(b" ") if w])
+
+
 RENYI_ALPHA = 2.5  # Zouhar et al. (2023) found this order of Rényi efficiency to track downstream quality best
 
 
@@ -70,6 +84,7 @@ class TextStats:
     vocab_size: int = 0
     spanning: int = 0  # tokens of the text that span words (see `spans_words`)
     spanning_vocab: int = 0  # tokens of the vocabulary that do
+    many_words: int = 0  # tokens of the text of more than SUPERWORD_MAX_WORDS words (all of them span words)
 
     @property
     def bytes_per_token(self) -> float:
@@ -93,6 +108,12 @@ class TextStats:
     def spanning_share(self) -> float:
         """The share of the text's tokens that span words (superword tokens, see `spans_words`)."""
         return self.spanning / self.tokens if self.tokens else 0.0
+
+    @property
+    def many_words_share(self) -> float:
+        """The share of the text's superword tokens (tokens spanning words) that hold more than
+        `SUPERWORD_MAX_WORDS` words (see `word_count`): 0 for SuperBPE's released recipe."""
+        return self.many_words / self.spanning if self.spanning else 0.0
 
     @property
     def shannon_efficiency(self) -> float:
@@ -126,8 +147,9 @@ class TextStats:
         self.vocab_size = len(vocab)
         self.kinds.update(classify_token(vocab[i]) for i in ids)
         self.counts.update(ids)
-        spanning = _spanning_ids(tokenizer)
+        spanning, many_words = _spanning_ids(tokenizer)
         self.spanning += sum(map(spanning.__contains__, ids))
+        self.many_words += sum(map(many_words.__contains__, ids)) if many_words else 0
         self.spanning_vocab = len(spanning)
         per_word = tokens_per_word(text, [len(vocab[i]) for i in ids])
         self.words += len(per_word)
@@ -136,7 +158,7 @@ class TextStats:
 
     def update(self, other: "TextStats") -> None:
         """Count in the text measured by `other` (with the same tokenizer)."""
-        for name in ("bytes", "chars", "tokens", "words", "word_tokens", "split_words", "spanning"):
+        for name in ("bytes", "chars", "tokens", "words", "word_tokens", "split_words", "spanning", "many_words"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.kinds.update(other.kinds)
         self.counts.update(other.counts)
@@ -144,18 +166,20 @@ class TextStats:
         self.spanning_vocab = other.spanning_vocab or self.spanning_vocab
 
 
-def _spanning_ids(tokenizer: Tokenizer) -> frozenset[int]:
-    """The ids of the tokens of `tokenizer` that span words, found once per tokenizer."""
+def _spanning_ids(tokenizer: Tokenizer) -> tuple[frozenset[int], frozenset[int]]:
+    """The ids of the tokens of `tokenizer` that span words, and of those that hold more than
+    `SUPERWORD_MAX_WORDS` words, found once per tokenizer."""
     found = _spanning_cache.get(id(tokenizer))
     if found is None or found[0] is not tokenizer:
         specials = {t.encode("utf-8") for t in tokenizer.special_tokens}
         ids = frozenset(i for i, t in tokenizer.vocab.items() if t not in specials and spans_words(t))
+        many = frozenset(i for i in ids if word_count(tokenizer.vocab[i]) > SUPERWORD_MAX_WORDS)
         _spanning_cache.clear()  # one tokenizer at a time is the common case; keeps nothing alive for long
-        _spanning_cache[id(tokenizer)] = found = (tokenizer, ids)
-    return found[1]
+        _spanning_cache[id(tokenizer)] = found = (tokenizer, ids, many)
+    return found[1], found[2]
 
 
-_spanning_cache: dict[int, tuple[Tokenizer, frozenset[int]]] = {}
+_spanning_cache: dict[int, tuple[Tokenizer, frozenset[int], frozenset[int]]] = {}
 
 
 def tokens_per_word(text: str, token_lengths: list[int]) -> list[int]:
@@ -238,6 +262,7 @@ def measure_rows(columns: list[TextStats]) -> list[tuple[str, list[str]]]:
         ("words cut in 2+ tokens (%)", [f"{100 * s.split_share:.2f}" for s in columns]),
         ("tokens spanning words (%)", [f"{100 * s.spanning_share:.2f}" for s in columns]),
         ("vocabulary spanning words", [f"{s.spanning_vocab:,}" for s in columns]),
+        (f"superwords of {SUPERWORD_MAX_WORDS + 1}+ words (%)", [f"{100 * s.many_words_share:.2f}" for s in columns]),
         (f"Rényi efficiency (α = {RENYI_ALPHA})", [f"{s.renyi_efficiency:.3f}" for s in columns]),
         ("Shannon efficiency", [f"{s.shannon_efficiency:.3f}" for s in columns]),
         ("vocabulary used (%)", [f"{100 * s.vocab_used:.2f}" for s in columns]),

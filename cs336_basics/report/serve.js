@@ -1,6 +1,8 @@
 
 (function () {
   var box = document.getElementById("text");
+  var mirror = document.getElementById("mirror");
+  var shown = {tokens: [], chars: []};  // what each column drew, and the text it was cut from, by code point
   var status = document.getElementById("status");
   var maxBytes = Number(document.body.dataset.maxBytes);
   var sent = 0, timer = null;
@@ -16,12 +18,14 @@
     var out = document.getElementById("tokens-" + k);
     out.textContent = "";
     r.tokens.forEach(function (t, n) {
-      var s = el("span", "t c" + (n % 5) + (t[2] ? " part" : ""), t[2] ? "" : t[1]);
+      var s = el("span", "t c" + (n % 5) + (t[2] ? " part" : "") + (t[1].indexOf("\n") >= 0 ? " nl" : ""), t[2] ? "" : t[1]);
       s.dataset.id = t[0];
+      s.dataset.n = n;
       s.title = "id " + t[0];
       out.appendChild(s);
     });
     out.dataset.count = r.count;
+    shown.tokens[k] = r.tokens;
     document.getElementById("ids-" + k).textContent = r.tokens.map(function (t) { return t[0]; }).join(" ");
   }
   function send() {
@@ -37,13 +41,38 @@
         if (mine !== sent) return;
         if (r.error) { status.textContent = r.error; status.className = "note error"; return; }
         status.className = "note";
+        highlight(null);
         r.tokenizers.forEach(function (one, k) { draw(k, one); });
+        shown.chars = Array.from(text);  // the server's spans count code points, as Array.from does
         document.body.dataset.shown = mine;
         document.body.dataset.shownText = text;
       });
   }
-  box.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(send, 120); });
+  // The span of token t ([id, shown, part, start, end]) marked in the mirror under the text box; none
+  // for null, or while the box holds other text than the tokens were cut from.
+  function highlight(t) {
+    mirror.textContent = "";
+    document.querySelectorAll(".t.over").forEach(function (x) { x.classList.remove("over"); });
+    if (!t || t[3] === null || box.value !== document.body.dataset.shownText) return;
+    var mark = el("mark", "", shown.chars.slice(t[3], t[4]).join(""));
+    mirror.appendChild(document.createTextNode(shown.chars.slice(0, t[3]).join("")));
+    mirror.appendChild(mark);
+    mirror.appendChild(document.createTextNode(shown.chars.slice(t[4]).join("")));
+    var top = mark.offsetTop, bottom = top + mark.offsetHeight;
+    if (top < box.scrollTop || bottom > box.scrollTop + box.clientHeight) {
+      box.scrollTop = Math.max(0, top - box.clientHeight / 3);  // the scroll event moves the mirror too
+    }
+  }
+  box.addEventListener("scroll", function () { mirror.scrollTop = box.scrollTop; });
+  box.addEventListener("input", function () { highlight(null); clearTimeout(timer); timer = setTimeout(send, 120); });
   document.querySelectorAll(".tokens").forEach(function (out, k) {
+    out.addEventListener("mouseover", function (event) {
+      var t = event.target.closest(".t");
+      if (!t) return;
+      highlight(shown.tokens[k][Number(t.dataset.n)]);
+      t.classList.add("over");
+    });
+    out.addEventListener("mouseleave", function () { highlight(null); });
     out.addEventListener("click", function (event) {
       var t = event.target.closest(".t");
       if (!t) return;

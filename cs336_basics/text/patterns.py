@@ -7,8 +7,9 @@ encodings), run by the `regex` package so that pre-tokens equal tiktoken's for t
 - `cl100k` (alias `cl100k_base`): GPT-4's.
 - `o200k` (alias `o200k_base`): GPT-4o's.
 - `none`: no pre-tokenization; each document (text between special tokens) is one sequence.
-- `superbpe`: SuperBPE's stage-2 pre-tokenization (`SUPERBPE`, below), which does not cut at
-  whitespace, so that tokens can span words.
+- `superbpe`: SuperBPE's stage-2 pre-tokenization as its authors released it (`SUPERBPE`, below),
+  which does not cut at single spaces, so that tokens can span words.
+- `superbpe-v1`: the stage-2 pre-tokenization of SuperBPE's preprint (`SUPERBPE_V1`, below).
 - any other string is a custom regex for the `regex` package (with its semantics, e.g. `$` also
   matches before a final newline). It must compile, must not match the empty string, and must match
   every character of the text: text it leaves unmatched is an error naming the offset (tiktoken
@@ -34,7 +35,7 @@ chunk alone. That is exact only at offsets where no pre-token can span, whatever
   first character (the optional `[^\r\n\p{L}\p{N}]` prefix before letters). The anchor `$` in
   cl100k's `\s++$` and the lookahead `(?!\S)` are only reached after whitespace, so a boundary,
   which has non-whitespace before it, can be neither. No lookbehind, no start anchor.
-- none, superbpe and custom regexes: no such fact used; documents are cut only at special tokens.
+- none, superbpe, superbpe-v1 and custom regexes: no such fact used; documents are cut only at special tokens.
 
 `tests/test_patterns.py` proves each fact with hypothesis: pre-tokenizing the chunks one by one
 gives exactly the pre-tokens of the whole text, and cutting a file at the safe cuts built on these
@@ -68,17 +69,50 @@ O200K = "|".join(
     ]
 )
 
-# SuperBPE's stage 2 (Liu et al. 2025, arXiv:2503.13423; the authors' training code pre-tokenizes
-# with Hugging Face's `Digits(individual_digits=False)`, then a `Split` that isolates at the empty
-# regex `(?=(\d{3})+(?!\d))`, and nothing else once whitespace pre-tokenization is off): each run of
+# SuperBPE's stage 2 as its authors release it (Liu et al. 2025, arXiv:2503.13423; their scripts
+# `extend_tokenizer.sh` and `extend_existing_tokenizer.sh`): a Hugging Face `Split` of this regex with
+# behavior Isolated, so the matches are pieces and so is the text between them (runs of letters,
+# single spaces and lone punctuation, which superwords are made of). Digits go in groups of up to
+# three from the left, punctuation runs of two or more stand alone (with the line breaks and slashes
+# after them), and so do runs of spaces before a non-space or the end. `isolated` turns such a Split
+# into one regex that matches every character; `tests/test_superbpe.py` checks its pieces against
+# Hugging Face's Split.
+SUPERBPE_SPLIT = r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]{2,}[\r\n/]*| +(?!\S)"""
+SUPERBPE = "superbpe"
+
+# The preprint's first stage 2 (its training code pre-tokenizes with Hugging Face's
+# `Digits(individual_digits=False)`, then a `Split` that isolates at the empty regex
+# `(?=(\d{3})+(?!\d))`, and nothing else once whitespace pre-tokenization is off): each run of
 # numeric characters (\p{N}) is one piece, cut before every place followed by a multiple of three
 # decimal digits (\d) up to a non-digit; all other text, spaces included, is one piece.
 # `tests/test_superbpe.py` checks the pieces against that Hugging Face pipeline.
-SUPERBPE_REGEX = r"""[^\p{N}]+|\p{N}+?(?=(?:\d{3})+(?!\d)|(?!\p{N}))"""
-SUPERBPE = "superbpe"
+SUPERBPE_V1_REGEX = r"""[^\p{N}]+|\p{N}+?(?=(?:\d{3})+(?!\d)|(?!\p{N}))"""
+SUPERBPE_V1 = "superbpe-v1"
+
+
+def isolated(split: str) -> str:
+    r"""One regex whose matches, one after another, are the pieces of a Hugging Face `Split` of the
+    regex `split` with behavior Isolated: its matches, and each run of text between them.
+
+    A run between matches ends at the first place where `split` matches, so the second alternative
+    takes characters while `split` does not match there. `split` runs at the same places of the same
+    text either way, so lookarounds see what they would. (Its numbered groups, if any, are counted
+    twice: a backreference would be off; refused by `superword_pattern`.)
+
+    >>> import regex; regex.findall(isolated(r"\d+"), "ab12c")
+    ['ab', '12', 'c']
+    """
+    return f"(?:{split})|(?:(?!(?:{split}))[\\s\\S])+"
+
+
+SUPERBPE_REGEX = isolated(SUPERBPE_SPLIT)
+# The same pieces, faster (half the time): `regex.split` on the regex as a group keeps the matches,
+# and the empty strings between adjacent ones are dropped.
+_SUPERBPE_SPLITTER = regex.compile(f"({SUPERBPE_SPLIT})")
 
 NAMED: dict[str, str | None] = {
     "gpt2": GPT2, "cl100k": CL100K, "o200k": O200K, "none": None, SUPERBPE: SUPERBPE_REGEX,
+    SUPERBPE_V1: SUPERBPE_V1_REGEX,
 }
 ALIASES = {"r50k_base": "gpt2", "p50k_base": "gpt2", "cl100k_base": "cl100k", "o200k_base": "o200k"}
 
@@ -89,6 +123,7 @@ _WS_NOT_NEWLINE = "\t\x0b\x0c \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 _ASCII_WS = "\t\n\x0b\x0c\r "
 
 _A_NAME = re.compile(r"\w+")
+_A_STAGE2_NAME = re.compile(r"[\w-]+")  # a superword pattern that looks like a name is one
 
 def canonical(pattern: str) -> str:
     """The canonical name of a pattern ("gpt2", "cl100k", "o200k", "none") or the custom regex itself.
@@ -132,6 +167,35 @@ def regex_string(pattern: str) -> str | None:
     return NAMED[name] if name in NAMED else name
 
 
+def superword_pattern(pattern: str) -> str:
+    """The pattern of SuperBPE's stage 2 given as `pattern`: a pattern name ("superbpe", the
+    default, or "superbpe-v1", or any other, see `canonical`) as it is, or a regex read as a Hugging
+    Face `Split` with behavior Isolated, as SuperBPE's authors give theirs: the pattern is then
+    `isolated(regex)`, a custom regex whose pieces are that Split's.
+
+    Raises ValueError for an unknown name (a string of letters, digits, `_` and `-` is taken for
+    a name), a regex that does not compile or matches the empty string, or one with a capturing
+    group (write `(?:...)`).
+
+    >>> superword_pattern("superbpe-v1")
+    'superbpe-v1'
+    """
+    if not isinstance(pattern, str):
+        raise ValueError(f"superword pattern must be a str (a name or a regex), got {pattern!r}")
+    if pattern in NAMED or pattern in ALIASES or pipelines.is_pipeline(pattern):
+        return canonical(pattern)
+    if _A_STAGE2_NAME.fullmatch(pattern):
+        known = ", ".join([*NAMED, *ALIASES])
+        raise ValueError(f"unknown pattern name {pattern!r}; the known names are {known} (or give a regex, "
+                         "read as a Hugging Face Split with behavior Isolated)")
+    compiled = _compile_custom(pattern)
+    if compiled.groups:
+        raise ValueError(f"superword pattern {pattern!r} has a capturing group; write (?:...) for its groups")
+    if compiled.search("") is not None:
+        raise ValueError(f"superword pattern {pattern!r} matches the empty string; every piece must hold at least one character")
+    return canonical(isolated(pattern))
+
+
 def _compile_custom(pattern: str) -> "regex.Pattern[str]":
     try:
         return regex.compile(pattern)
@@ -167,6 +231,8 @@ class Pretokenizer:
             return self.pipeline.pretokens(self.pipeline.normalize(document))
         if self.compiled is None:
             return [document] if document else []
+        if self.name == SUPERBPE:
+            return list(filter(None, _SUPERBPE_SPLITTER.split(document)))
         if self.name in NAMED:  # the named patterns match every character (a test checks it)
             return self.compiled.findall(document)
         return self._checked_findall(document)

@@ -63,7 +63,7 @@ class LongWords:
         self.starts = np.cumsum(sizes + 1) - sizes
         tokens = np.full(total, _EDGE, dtype=np.int32)
         for start, word in zip(self.starts.tolist(), words):
-            tokens[start:start + len(word)] = np.frombuffer(word.encode("utf-32-le"), dtype=np.uint32)
+            tokens[start:start + len(word)] = np.frombuffer(word.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         self.tokens = tokens
         self.units = np.ones(1 << SHIFT, dtype=np.int32)  # each id's units; the words' ids are one unit each
         self.counts = np.array(counts, dtype=np.int64)

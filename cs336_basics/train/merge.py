@@ -73,6 +73,7 @@ def train_merges(
     merge_log: list[tuple[int, int]] | None = None,
     forced: list[tuple[bytes, bytes]] = (),
     known: set[bytes] | None = None,
+    allows: Callable[[bytes], bool] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Learn up to `num_merges` merges from pre-token counts; fewer when no pair is left.
 
@@ -81,6 +82,10 @@ def train_merges(
     than that, the first `num_merges` of them are the result.
     With a set of `known` tokens (the vocabulary being extended; added to), a chosen merge making
     one of them, or a token an earlier merge made, does not count towards `num_merges`.
+    With `allows` (SuperBPE's limits, see `pair_queue.superword_limits`), a pair whose token it
+    refuses is passed over for good when it comes up: no merge, nothing logged, and the next most
+    frequent pair is taken (a pair's token never changes, so the decision stands). The forced
+    merges are not tested.
 
     Token ids are 0..255 for single bytes and 256 + k for the k-th merge. With `num_shards` > 1 the
     words are split among that many processes (this one included); the merges are the same.
@@ -118,7 +123,8 @@ def train_merges(
             _add(pair_counts, zip(pairs, remote_counts))
             del pairs, remote_counts
             forced_log = _added_logs(forced_log, remote_log)
-        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, forced_log, known)
+        return _merge_loop(pair_counts, local, remotes, num_merges, on_merge, merge_log, forced, forced_log, known,
+                           allows)
     finally:
         for remote in remotes:
             remote.close()
@@ -152,9 +158,10 @@ def _merge_loop(
     forced: list[tuple[bytes, bytes]],
     forced_log: list[tuple[int, int]] | None,
     known: set[bytes] | None,
+    allows: Callable[[bytes], bool] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Choose and make the merges after the `forced` ones, made on the words already (with their
-    merge log entries `forced_log`; for `known`, see `train_merges`). With remote shards, the next
+    merge log entries `forced_log`; for `known` and `allows`, see `train_merges`). With remote shards, the next
     pair is usually chosen before their changes for the last merge are in (see `Unheard`), so that
     they merge it while this process merges its own words, rather than each waiting for the other."""
     merges = list(forced)
@@ -168,6 +175,10 @@ def _merge_loop(
     token_key = [_reversed_order_key(t) for t in token_bytes]
     queue = PairQueue(pair_counts, token_key)
     unheard: Unheard | None = None
+    # The pairs `allows` refused. `pop_best` took their counts entries, and only pairs holding a new
+    # token gain occurrences (and are filed again), so none should come up again; should one, it is
+    # passed over at the cost of a set lookup.
+    passed_over: set[int] = set()
 
     def hear(merge: Unheard) -> None:
         """Add the remote shards' changes for `merge`; then it is done."""
@@ -194,6 +205,9 @@ def _merge_loop(
             break
         pair, count = best
         left, right = pair >> SHIFT, pair & RIGHT
+        if allows is not None and (pair in passed_over or not allows(token_bytes[left] + token_bytes[right])):
+            passed_over.add(pair)
+            continue
         new = chr(len(token_bytes))
         merges.append((token_bytes[left], token_bytes[right]))
         token_bytes.append(token_bytes[left] + token_bytes[right])

@@ -1,6 +1,7 @@
 """Choosing the merge loop's next pair: the pair counts in a queue that finds the most frequent pair
-fast (`PairQueue`), and what a merge whose changes from other processes are not in yet may still
-change (`Unheard`), so the next pair can often be chosen without waiting for them.
+fast (`PairQueue`), what a merge whose changes from other processes are not in yet may still
+change (`Unheard`), so the next pair can often be chosen without waiting for them, and the tokens
+SuperBPE's second stage may not make (`superword_limits`).
 
 A pair of token ids (left, right) is named by the int `left << SHIFT | right`: every code point
 fits in 21 bits.
@@ -8,7 +9,7 @@ fits in 21 bits.
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 SHIFT = 21
 RIGHT = (1 << SHIFT) - 1
@@ -108,3 +109,26 @@ class PairQueue:
                 del counts[pair]  # every occurrence is merged
                 return pair, current
             self.file([pair])  # stale: the count fell since this entry was filed
+
+
+def superword_limits(max_words: int, colon_rule: bool) -> Callable[[bytes], bool] | None:
+    """SuperBPE's limits on the tokens of stage-2 merges, as its authors release it: the test a
+    merge's token must pass, or None when both limits are off. A token passes when it holds at most
+    `max_words` words (the non-empty parts between its spaces; 0: any number), and, with
+    `colon_rule`, no colon followed by a space. The merge loop passes over a pair whose token fails
+    (see `merge.train_merges`).
+
+    >>> allows = superword_limits(4, True)
+    >>> allows(b" of the"), allows(b"a b c d e"), allows(b"Note: ")
+    (True, False, False)
+    """
+    if not max_words and not colon_rule:
+        return None
+
+    def allows(token: bytes) -> bool:
+        if colon_rule and b": " in token:
+            return False
+        # Fewer spaces than max_words cannot part more words than that: the split is skipped.
+        return not max_words or token.count(b" ") < max_words or len([w for w in token.split(b" ") if w]) <= max_words
+
+    return allows

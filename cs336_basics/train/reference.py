@@ -6,7 +6,7 @@ states the rules in words. It recounts every pair at every step: to train, use `
 """
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import regex
 
@@ -43,10 +43,12 @@ def merge_word(word: tuple[bytes, ...], pair: Pair) -> tuple[bytes, ...]:
     return tuple(out)
 
 
-def learn_merges(word_counts: Mapping[bytes, int], num_merges: int, forced: Sequence[Pair] = ()) -> tuple[list, list]:
+def learn_merges(word_counts: Mapping[bytes, int], num_merges: int, forced: Sequence[Pair] = (),
+                 allows: Callable[[bytes], bool] | None = None) -> tuple[list, list]:
     """Up to `num_merges` merges learned from pre-token counts, the first ones `forced` (made as a
     chosen merge is, whatever their count), and per merge the chosen pair's count and the corpus's
-    length in tokens after it. Stops early when no pair is left."""
+    length in tokens after it. With `allows` (SuperBPE's limits), only pairs whose joined token it
+    allows are chosen (the forced ones are not tested). Stops early when no pair is left."""
     words = {tuple(bytes([b]) for b in word): n for word, n in word_counts.items()}
     merges, log = [], []
     while len(merges) < num_merges:
@@ -54,6 +56,8 @@ def learn_merges(word_counts: Mapping[bytes, int], num_merges: int, forced: Sequ
         for word, n in words.items():
             for pair in zip(word, word[1:]):  # overlapping: (a, a, a) holds (a, a) twice
                 pairs[pair] += n
+        if allows is not None and len(merges) >= len(forced):
+            pairs = Counter({pair: n for pair, n in pairs.items() if allows(pair[0] + pair[1])})
         if len(merges) < len(forced):
             best = forced[len(merges)]
         elif not pairs:

@@ -5,13 +5,14 @@ result turned into the vocabulary (`train_from_counts`).
 Training from what exists feeds the same loop: extending a tokenizer (`start_from`) forces its
 merges first and gives the new tokens the ids after its own (`extended_vocab`); SuperBPE
 (`superword_from`) trains to the transition size, then counts the corpus again with the stage-2
-pattern and forces the stage-1 merges before going on (see `train_on_files`)."""
+pattern and forces the stage-1 merges before going on, passing over the pairs whose tokens break
+its limits (see `train_on_files` and `SuperwordOptions`)."""
 
 import concurrent.futures
 import contextlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from cs336_basics.corpora import executors, sources
@@ -19,6 +20,7 @@ from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import validate_special_tokens
 from cs336_basics.train import counting
 from cs336_basics.train.merge import train_merges
+from cs336_basics.train.pair_queue import superword_limits
 
 
 class BaseTokenizer(NamedTuple):
@@ -30,6 +32,49 @@ class BaseTokenizer(NamedTuple):
     merges: list[tuple[bytes, bytes]]
     special_tokens: list[str]
     pattern: str
+
+class SuperwordOptions(NamedTuple):
+    """SuperBPE's second stage, checked (see `superword_options`): the transition (a vocabulary
+    size), the stage-2 pattern, and its limits on the tokens of stage-2 merges (at most `max_words`
+    words, 0 for any number; no colon followed by a space with `colon_rule`)."""
+
+    transition: int
+    pattern: str
+    max_words: int
+    colon_rule: bool
+
+
+def superword_options(superword_from, vocab_size: int, special_tokens: list[str], start_from: BaseTokenizer | None,
+                      pattern=None, max_words=None, colon_rule=None) -> SuperwordOptions | None:
+    """The SuperBPE options of a run, checked, or None without `superword_from`; ValueError for
+    anything wrong. `superword_from=True` starts stage 2 at `start_from`'s size (with the special
+    tokens it lacks). The pattern defaults to "superbpe" (the released recipe), whose limits are on
+    by default (4 words, the colon rule); with "superbpe-v1" (the preprint's recipe) they are off by
+    default. Either is given explicitly to override."""
+    if superword_from is None:
+        given = [name for name, value in (("superword_pattern", pattern), ("superword_max_words", max_words),
+                                          ("superword_colon_rule", colon_rule)) if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply to SuperBPE: give superword_from too")
+        return None
+    if superword_from is True:
+        if start_from is None:
+            raise ValueError("superword_from=True starts SuperBPE's stage 2 at the size of the tokenizer to extend: "
+                             "give start_from too, or give the transition as a vocabulary size")
+        superword_from = smallest_vocab(special_tokens, start_from)
+    check_transition(superword_from, vocab_size, special_tokens, start_from)
+    stage2 = patterns.superword_pattern(patterns.SUPERBPE if pattern is None else pattern)
+    v1 = stage2 == patterns.SUPERBPE_V1
+    if max_words is None:
+        max_words = 0 if v1 else 4
+    if type(max_words) is not int or max_words < 0:
+        raise ValueError(f"superword_max_words must be an int of at least 0 (0: no limit), got {max_words!r}")
+    if colon_rule is None:
+        colon_rule = not v1
+    if type(colon_rule) is not bool:
+        raise ValueError(f"superword_colon_rule must be True or False, got {colon_rule!r}")
+    return SuperwordOptions(superword_from, stage2, max_words, colon_rule)
+
 
 # Below this many distinct pre-tokens one process runs the merge loop faster than several.
 PARALLEL_MIN_WORDS = 20_000
@@ -51,15 +96,18 @@ def train_on_files(
     input_path, vocab_size: int, special_tokens: list[str], *, pattern: str | None, num_workers: int | None,
     piece_size: int | None, executor: "concurrent.futures.Executor | None", text_field: str, progress: bool,
     stats: dict | None, merge_log: list[tuple[int, int]] | None, start_from: BaseTokenizer | None = None,
-    superword_from: int | None = None,
+    superword_from: "int | bool | None" = None, superword_pattern: str | None = None,
+    superword_max_words: int | None = None, superword_colon_rule: bool | None = None, min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe`, which states the contract: the corpus resolved and planned into work units,
-    counted by workers or `executor`, then `train_from_counts`. With `superword_from` (SuperBPE),
-    stage 1 trains to that size, and stage 2 counts again with `patterns.SUPERBPE` and forces the
-    stage-1 merges."""
+    counted by workers or `executor`, then `train_from_counts`. With `superword_from` (SuperBPE, see
+    `superword_options`), stage 1 trains to that size, and stage 2 counts again with the stage-2
+    pattern, forces the stage-1 merges and passes over the pairs whose tokens break its limits. Both
+    stages drop the pre-tokens seen fewer than `min_pretoken_count` times."""
     special_tokens, pattern = checked_extension(special_tokens, pattern, vocab_size, num_workers, start_from)
-    if superword_from is not None:
-        check_transition(superword_from, vocab_size, special_tokens, start_from)
+    check_min_pretoken_count(min_pretoken_count)
+    superwords = superword_options(superword_from, vocab_size, special_tokens, start_from, superword_pattern,
+                                   superword_max_words, superword_colon_rule)
     files = sources.resolve(input_path)
     size = sum(f.size for f in files)
     workers = executors.default_num_workers(size) if num_workers is None else num_workers
@@ -81,20 +129,24 @@ def train_on_files(
             )
 
     started = time.perf_counter()
-    if superword_from is not None:
-        stage1: dict = {}
-        _, forced = train_from_counts([count(pattern)], superword_from, special_tokens, workers, started, size,
-                                      progress, stage1, None, base=start_from)
-        pattern = patterns.SUPERBPE
+    forced = allows = None
+    if superwords is not None:
+        stage1 = {"count_seconds": 0.0, "merge_seconds": 0.0}
+        if superwords.transition == smallest_vocab(special_tokens, start_from):  # stage 1 learns nothing
+            forced = list(start_from.merges) if start_from is not None else []
+        else:
+            _, forced = train_from_counts([count(pattern)], superwords.transition, special_tokens, workers, started,
+                                          size, progress, stage1, None, base=start_from, min_count=min_pretoken_count)
+        pattern = superwords.pattern
+        allows = superword_limits(superwords.max_words, superwords.colon_rule)
         if start_from is None:  # stage 2 may make a token twice: vocabulary and merges as an extension's
             start_from = BaseTokenizer({i: bytes([i]) for i in range(256)}, [], [], pattern)
         started = time.perf_counter()
-    else:
-        forced = None
     handed_over = [count(pattern)]  # the only reference: the merge loop may free the counts (see below)
     vocab, merges = train_from_counts(handed_over, vocab_size, special_tokens, workers, started, size, progress,
-                                      stats, merge_log, base=start_from, forced=forced)
-    if superword_from is not None and stats is not None:
+                                      stats, merge_log, base=start_from, forced=forced, allows=allows,
+                                      min_count=min_pretoken_count)
+    if superwords is not None and stats is not None:
         for key in ("count_seconds", "merge_seconds"):
             stats[key] += stage1[key]
     return vocab, merges
@@ -121,7 +173,7 @@ def train_on_documents(
 def train_on_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], *, pattern: str, num_workers: int | None,
     progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, input_bytes: int | None,
-    started: float, start_from: BaseTokenizer | None = None,
+    started: float, start_from: BaseTokenizer | None = None, min_pretoken_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """`bpe.train_bpe_from_counts`, which states the contract: counts made before (the one item of
     `handed_over`, read since `started`, cut at `special_tokens`) go straight to `train_from_counts`:
@@ -133,24 +185,31 @@ def train_on_counts(
             raise ValueError(f"the counts were not cut at the special tokens {missing} of the tokenizer to extend, "
                              "as its corpus would be: count the corpus again with them")
     special_tokens, pattern = checked_extension(special_tokens, pattern, vocab_size, num_workers, start_from)
+    check_min_pretoken_count(min_pretoken_count)
     workers = num_workers or executors.default_num_workers(executors.PARALLEL_MIN_BYTES)
     return train_from_counts(handed_over, vocab_size, special_tokens, workers, started, input_bytes, progress, stats,
-                             merge_log, base=start_from)
+                             merge_log, base=start_from, min_count=min_pretoken_count)
 
 
 def train_from_counts(
     handed_over: list, vocab_size: int, special_tokens: list[str], workers: int, started: float,
     size: int | None, progress: bool, stats: dict | None, merge_log: list[tuple[int, int]] | None, *,
     base: BaseTokenizer | None = None, forced: list[tuple[bytes, bytes]] | None = None,
+    allows: Callable[[bytes], bool] | None = None, min_count: int = 1,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """The merges and vocabulary learned from pre-token counts, given as the one item of the list
     `handed_over`, which holds the only reference to them (the part `train_bpe` and
     `train_bpe_from_iterator` share once the corpus is counted).
 
     With `base` (a tokenizer being extended) the vocabulary is `extended_vocab`'s; the loop's first
-    merges are forced: `forced`, or by default the base's merges."""
+    merges are forced: `forced`, or by default the base's merges. `allows` is SuperBPE's test of
+    the chosen merges' tokens (see `merge.train_merges`). The pre-tokens counted fewer than
+    `min_count` times are dropped first (see `pruned`): the merges, merge log and statistics are
+    those of the counts that are left."""
     word_counts = handed_over.pop()
     distinct = len(word_counts)
+    word_counts = pruned(word_counts, min_count)  # the dict counted is freed here when pruned
+    kept = len(word_counts)
     wanted = stats is not None or merge_log is not None
     corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
     byte_counts = counting.byte_counts(word_counts) if stats is not None else None
@@ -170,11 +229,12 @@ def train_from_counts(
         merges = train_merges(
             handed_over.pop(),
             num_merges,
-            num_shards=workers if distinct >= PARALLEL_MIN_WORDS else 1,
+            num_shards=workers if kept >= PARALLEL_MIN_WORDS else 1,
             on_merge=(lambda k: bar.update(1)) if bar else None,
             merge_log=steps,
             forced=forced,
             known=None if base is None else set(base.vocab.values()) | {t.encode("utf-8") for t in special_tokens},
+            allows=allows,
         )
     if merge_log is not None:
         tokens = corpus_bytes
@@ -186,6 +246,8 @@ def train_from_counts(
             count_seconds=counted - started,
             merge_seconds=time.perf_counter() - counted,
             distinct_pretokens=distinct,
+            dropped_pretokens=distinct - kept,
+            min_pretoken_count=min_count,
             pretoken_bytes=corpus_bytes,
             input_bytes=corpus_bytes if size is None else size,
             num_workers=workers,
@@ -200,6 +262,21 @@ def train_from_counts(
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
     return vocab, merges
+
+
+def pruned(word_counts: dict[bytes, int], min_count: int) -> dict[bytes, int]:
+    """The counts of the pre-tokens counted at least `min_count` times (`word_counts` itself for 1).
+    A new dict, so that the one given can be freed with the pre-tokens dropped: a dict does not
+    shrink as keys are deleted from it."""
+    if min_count <= 1:
+        return word_counts
+    return {word: n for word, n in word_counts.items() if n >= min_count}
+
+
+def check_min_pretoken_count(min_pretoken_count: int) -> None:
+    """ValueError unless `min_pretoken_count` is a positive int."""
+    if type(min_pretoken_count) is not int or min_pretoken_count < 1:
+        raise ValueError(f"min_pretoken_count must be a positive int (1 drops nothing), got {min_pretoken_count!r}")
 
 
 def extension_options(
