@@ -50,7 +50,7 @@ def _shard_merges(counts: dict[bytes, int], num_merges: int, first_id: int) -> l
 def test_shard_merges_as_the_naive_loop_whatever_the_ids(monkeypatch, counts, num_merges, first_id, utf8):
     # 0x7F8: ids cross from two to three bytes of UTF-8; 0xD7F0: into the surrogates; 0xFFF0: from
     # three bytes to four.
-    monkeypatch.setattr(merge, "_UTF8_WORDS", 0 if utf8 else 1 << 60)
+    monkeypatch.setattr(merge, "UTF8_WORDS", 0 if utf8 else 1 << 60)
     assert _shard_merges(counts, num_merges, first_id) == learn_merges(counts, num_merges)[0]
 
 
@@ -58,7 +58,7 @@ def test_a_large_shard_holds_a_word_in_under_100_bytes(monkeypatch):
     # Web-like words: 3-12 letters after a space, nearly all distinct; their bytes, the lists and the
     # index. Measured: 89 bytes a word; strings (one character per token) with tuples of int objects
     # for the index took 213, strings with this index 105.
-    monkeypatch.setattr(merge, "_UTF8_WORDS", 10_000)  # 50,000 words make a large shard here
+    monkeypatch.setattr(merge, "UTF8_WORDS", 10_000)  # 50,000 words make a large shard here
     rng = random.Random(0)
     tracemalloc.start()
     try:
@@ -77,7 +77,7 @@ def test_a_large_shard_holds_a_word_in_under_100_bytes(monkeypatch):
 def test_utf8_words_with_forced_merges_and_long_words(monkeypatch, counts, num_merges, num_forced, long):
     # The forced merges hand the shard strings (not bytes); words of more than `long` tokens are
     # long words, merged beside the UTF-8 ones.
-    monkeypatch.setattr(merge, "_UTF8_WORDS", 0)
+    monkeypatch.setattr(merge, "UTF8_WORDS", 0)
     monkeypatch.setattr(merge, "_LONG", long)
     forced = learn_merges(counts, num_forced)[0]
     log: list[tuple[int, int]] = []

@@ -268,7 +268,7 @@ _MOSTLY_LONG = 8
 # (at 10 M web-like pre-tokens, 0.54x the memory of strings with tuples for the index, against 0.78x
 # with strings), for some 25% more time per merge, which plain training on a few GB of prose (under
 # a million distinct pre-tokens) does not pay.
-_UTF8_WORDS = 1 << 20
+UTF8_WORDS = 1 << 20
 
 
 def _long_threshold(words: list[bytes]) -> int:
@@ -286,7 +286,7 @@ class _Shard:
     a word is listed under a pair once per occurrence when the pair appears, and stays listed when a
     merge takes the pair apart; merge skips such stale entries and repeats, since the first visit
     merges every occurrence. An entry is the bytes of an array of word numbers, or one bare number
-    (see `_compact`). In a shard of `_UTF8_WORDS` words or more (web-scale counts, where memory
+    (see `_compact`). In a shard of `UTF8_WORDS` words or more (web-scale counts, where memory
     runs out before time does) the strings are held as their UTF-8 ("surrogatepass": ids
     0xD800-0xDFFF are code points too), a `bytes` of some 45 bytes for a web word where the string
     takes 60-90; finding a pair's neighbours in the bytes costs some 25% more time per merge.
@@ -307,7 +307,7 @@ class _Shard:
             self.long = LongWords([_chars(words[i]) for i in numbers], [counts[i] for i in numbers])
             for i in numbers:
                 words[i] = b""  # held by self.long alone
-        self.utf8 = len(words) >= _UTF8_WORDS
+        self.utf8 = len(words) >= UTF8_WORDS
         for i, word in enumerate(words):
             if not self.utf8:
                 if word.__class__ is bytes:
