@@ -9,6 +9,8 @@
   whole pretrained vocabularies, megabyte inputs, the Dask cluster, the browser, the reference trainer
   on larger fixtures), runs a parametrized test with its first parameters only, and every hypothesis
   test on at most 10 examples, derandomized.
+- `uv run pytest` without `--all` runs every hypothesis test on at most 40 examples (derandomized);
+  `--all` runs the whole number each test asks for (hundreds, thousands for the fuzzers).
 - With `BPE_MUTATION_EXAMPLES=N` (set by scripts/mutation.py) every hypothesis test runs at most N
   examples, derandomized, so each mutant is judged in seconds and the same way twice.
 - Hypothesis tests draw the same examples on every run, by default and in CI (the settings profile
@@ -36,6 +38,9 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 _MUTATION_EXAMPLES = os.environ.get("BPE_MUTATION_EXAMPLES")
 _QUICK_EXAMPLES = 10
+# `uv run pytest` (no --all) runs each hypothesis test on at most this many examples, so the suite
+# stays within 90 s on two cores; `--all` (CI) runs every test on all the examples it asks for.
+_DEFAULT_EXAMPLES = 40
 
 # Registered and loaded here, on import, before any test module makes its settings (each test's
 # `@settings(...)` takes what it does not say from the profile loaded then).
@@ -85,8 +90,13 @@ def pytest_collection_modifyitems(config, items):
             elif function in seen:
                 item.add_marker(repeat)
             seen.add(function)
-    cap = int(_MUTATION_EXAMPLES) if _MUTATION_EXAMPLES else _QUICK_EXAMPLES if quick else None
-    if cap is None:
+    if _MUTATION_EXAMPLES:
+        cap = int(_MUTATION_EXAMPLES)
+    elif quick:
+        cap = _QUICK_EXAMPLES
+    elif not config.getoption("--all"):
+        cap = _DEFAULT_EXAMPLES
+    else:
         return
     for item in items:
         test = getattr(item, "obj", None)

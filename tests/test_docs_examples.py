@@ -394,8 +394,19 @@ def to_run(blocks: list[Block], *, slow: bool) -> list[Block]:
 # --- the tests ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("page", pages())
+# The guide's pages, whose examples take most of the time, run from a test file of their own
+# (tests/test_docs_guide_examples.py): pytest-xdist hands out a file at a time, so the two files share
+# the suite's processes.
+GUIDE = ["docs/training.md", "docs/encoding.md", "docs/datasets.md", "docs/pretrained.md", "docs/looking-inside.md"]
+
+
+@pytest.mark.parametrize("page", [page for page in pages() if page not in GUIDE])
 def test_page_examples(page, tiktoken_cache, tmp_path, request, record_property):
+    run_page_test(page, tiktoken_cache, tmp_path, request, record_property)
+
+
+def run_page_test(page, tiktoken_cache, tmp_path, request, record_property) -> None:
+    """Run `page`'s examples (the slow ones too under --all) and fail naming the first that fails."""
     blocks = to_run(page_blocks(page), slow=request.config.getoption("--all"))
     record_property("blocks_run", len(blocks))
     if not blocks:
