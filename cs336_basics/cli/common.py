@@ -119,15 +119,22 @@ def add_alias(parser: argparse.ArgumentParser, option: argparse.Action, *names: 
                         metavar=option.metavar, help=argparse.SUPPRESS)
 
 
-def positive_int(text: str) -> int:
-    """An argument type: a whole number of at least 1."""
+def whole_number(text: str, low: int, high: int | None = None, *, what: str = "a whole number",
+                 bounds: str = "") -> int:
+    """`text` read as a whole number from `low` to `high` (unbounded when None), for an argument type;
+    otherwise argparse's error saying what was expected (`what`, then `bounds` for one out of range)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"expected {bounds or what}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argument type: a whole number of at least 1."""
+    return whole_number(text, 1, bounds="a positive number")
 
 
 # More processes than any machine has cores: past this, --workers is a slip (10**30 would fork a
@@ -147,13 +154,7 @@ def worker_count(text: str) -> int:
 
 def port_number(text: str) -> int:
     """An argument type: a TCP port, 0 (any free one) to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 (any free one) to 65535, got {value}")
-    return value
+    return whole_number(text, 0, 65535, what="a port number", bounds="a port from 0 (any free one) to 65535")
 
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

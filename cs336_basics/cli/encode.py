@@ -86,13 +86,7 @@ def _probability(text: str) -> float:
 
 def _seed(text: str) -> int:
     """An argument type: a whole number of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {value}")
-    return value
+    return common.whole_number(text, 0, bounds="a number of at least 0")
 
 
 def run_encode(args: argparse.Namespace, context: RunContext) -> None:

@@ -68,13 +68,7 @@ def _transition(text: str) -> int:
 
 def _count(text: str) -> int:
     """A whole number of at least 0 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
-    return value
+    return common.whole_number(text, 0, what="a whole number of at least 0")
 
 
 def bundled_corpus() -> Path:
