@@ -269,18 +269,24 @@ class DevTools:
         os.close(self.from_browser)
 
 
+def open_live_page(browser: "DevTools", url: str) -> None:
+    """Load the live page in `browser` and wait for its text box; skip the test when Chromium cannot
+    be driven here (never in CI, where .ci/run installs it)."""
+    try:
+        browser.open(url + "/")
+        browser.wait_for("document.readyState === 'complete' && !!document.getElementById('text')")
+    except (RuntimeError, OSError, TimeoutError) as e:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"chromium could not be driven: {e}")
+
+
 @pytest.mark.slow
 def test_browser_types_reads_and_clicks(server, folder, tmp_path):
     url, ours = server
     browser = DevTools(tmp_path)
     try:
-        try:
-            browser.open(url + "/")
-            browser.wait_for("document.readyState === 'complete' && !!document.getElementById('text')")
-        except (RuntimeError, OSError, TimeoutError) as e:
-            if os.environ.get("CI") == "true":
-                raise
-            pytest.skip(f"chromium could not be driven: {e}")
+        open_live_page(browser, url)
         # Type as a person does: click the box, then words arrive one at a time.
         browser.click("#text")
         text = "The little cat sat on the mat, and 日本 was far away.\nNaïve owls don't sleep,\nbut one walked in."
@@ -334,13 +340,7 @@ def test_browser_highlights_the_span_of_the_token_under_the_pointer(server, tmp_
     url, ours = server
     browser = DevTools(tmp_path, scrollbars=True)  # the text box scrolls: the mirror must wrap as it does
     try:
-        try:
-            browser.open(url + "/")
-            browser.wait_for("document.readyState === 'complete' && !!document.getElementById('text')")
-        except (RuntimeError, OSError, TimeoutError) as e:
-            if os.environ.get("CI") == "true":
-                raise
-            pytest.skip(f"chromium could not be driven: {e}")
+        open_live_page(browser, url)
         browser.click("#text")
         text = "😀 The cat 🤗 sat on 日本 mats.<|endoftext|>Naïve owls\nsleep 𝔘 late.\n" + "And then?\n" * 6 + "The end 🤗."
         browser.call("Input.insertText", text=text)
