@@ -128,3 +128,9 @@ def test_training_from_counts_estimates_from_their_rows(tmp_path, capsys):
 def test_the_heaps_fit_of_a_constant_is_flat():
     k, beta = heaps_fit([(100, 50), (1000, 50), (10_000, 50)])
     assert beta == 0 and math.isclose(k, 50)
+
+
+def test_sizes_read_in_the_unit_that_shows_them():
+    # A --max-memory of 1K once read "above --max-memory 0 MB".
+    assert [memory_estimate.readable(n) for n in (3 << 30, 200 << 20, 1 << 20, 1024, 1536)] == [
+        "3.0 GB", "200 MB", "1 MB", "1 KB", "2 KB"]

@@ -174,5 +174,11 @@ def describe(estimate: Estimate) -> str:
 
 
 def readable(size: int) -> str:
-    """A size in MB below 1 GB (2**30 bytes), else in GB."""
-    return f"{size / 2**30:.1f} GB" if size >= 1 << 30 else f"{size / 2**20:.0f} MB"
+    """A size in GB from 1 GB (2**30 bytes), in MB from 1 MB, else in KB (a --max-memory as small as 1K).
+
+    >>> readable(3 << 30), readable(200 << 20), readable(1024)
+    ('3.0 GB', '200 MB', '1 KB')
+    """
+    if size >= 1 << 30:
+        return f"{size / 2**30:.1f} GB"
+    return f"{size / 2**20:.0f} MB" if size >= 1 << 20 else f"{size / 2**10:.0f} KB"
