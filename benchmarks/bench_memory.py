@@ -9,8 +9,8 @@ Each run is the command a user runs (`python -m cs336_basics.cli train ... --qui
 estimate the command printed before counting, the measured peak, their ratio, the distinct
 pre-tokens, and for N > 1 the peak as a share of N = 1's and how the first merges compare: how many
 of N = 1's merges are not among N's, and the first rank where the two lists differ. Make the
-corpora with ../shared/bench/build_corpus.py and build_web_corpus.py, the count file with
-make_web_counts.py; put them outside the repository. Times are printed but mean little on a busy
+corpora as docs/performance.md ("The corpora") says, the count file with make_web_counts.py; put
+them outside the repository. Times are printed but mean little on a busy
 machine; the memory figures do not depend on what else runs.
 """
 
