@@ -134,3 +134,27 @@ def test_sizes_read_in_the_unit_that_shows_them():
     # A --max-memory of 1K once read "above --max-memory 0 MB".
     assert [memory_estimate.readable(n) for n in (3 << 30, 200 << 20, 1 << 20, 1024, 1536)] == [
         "3.0 GB", "200 MB", "1 MB", "1 KB", "2 KB"]
+
+
+@pytest.mark.parametrize("kept_share, measured_mb", [(1.0, 5432), (14_051_156 / 32_375_543, 3886)])
+def test_the_estimate_from_counts_meets_the_measured_peaks(kept_share, measured_mb):
+    # `bpe train --counts` on make_web_counts.py's 45 M file (32,375,543 rows), 2 workers, measured by
+    # benchmarks/peak_tree_memory.py: 5,432 MB, and 3,886 MB with --min-pretoken-count 2, where reading
+    # every row before any is dropped sets the peak (the estimate said 2.4 GB before it counted that).
+    estimate = memory_estimate.counts_estimate(32_375_543, workers=2, kept_share=kept_share)
+    assert 0.7 <= estimate.peak_bytes / (measured_mb << 20) <= 1.3
+
+
+def test_a_count_file_read_whole_is_not_told_to_prune(tmp_path, capsys):
+    # Reading a count file holds every row before --min-pretoken-count drops any: when reading sets
+    # the peak, a higher N (or fewer workers: it reads alone) would not lower it; fewer rows would.
+    counts = tmp_path / "counts.tsv"
+    counts.write_text("".join(f"w{i}\t1\n" for i in range(3000)), encoding="utf-8")
+    args = ["train", "--counts", str(counts), "--vocab-size", "270", "--out", str(tmp_path / "t"), "--quiet",
+            "--workers", "2", "--max-memory", "1K"]
+    assert main([*args, "--min-pretoken-count", "2"]) == 1
+    message = capsys.readouterr().err
+    assert "a count file of fewer rows" in message
+    assert "--min-pretoken-count" not in message and "--workers" not in message
+    assert main(args) == 1  # all rows kept: the merge loop sets the peak, and pruning lowers it
+    assert "give --min-pretoken-count 2" in capsys.readouterr().err

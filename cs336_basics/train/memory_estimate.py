@@ -11,7 +11,8 @@ distinct chunks and pre-tokens. So the estimate is
    to the whole corpus (its bytes times the sample's pre-tokens per byte);
 3. bytes per distinct pre-token, measured on this code (`MERGE_BYTES_PER_DISTINCT` for the merge
    loop, `MERGE_BYTES_PER_DISTINCT_UTF8` once its shards hold their words as UTF-8,
-   `COUNT_BYTES_PER_DISTINCT` for a counting worker), plus each process's interpreter.
+   `COUNT_BYTES_PER_DISTINCT` for a counting worker, `READ_BYTES_PER_ROW` for reading a count
+   file), plus each process's interpreter.
 
 With `min_pretoken_count` N, only the pre-tokens seen at least N times reach the merge loop: their
 share of the distinct ones is taken from the sample (a share that changes little with the size of
@@ -45,6 +46,10 @@ MERGE_BYTES_PER_DISTINCT_UTF8 = 175
 # once): fitted to the counting peak of `bpe train --min-pretoken-count 2` on 256 MB of web-like
 # text (257 MB of tree memory, 795 k distinct pre-tokens, 2 workers), where counting sets the peak.
 COUNT_BYTES_PER_DISTINCT = 75
+# Bytes per row this process holds while it reads a count file or table into one dict (a bytes key
+# and its count), every row at once, before `--min-pretoken-count` drops any: 3,854 MB for 32.4 M
+# rows (benchmarks/make_web_counts.py --new-words 45M), some 123 bytes a row.
+READ_BYTES_PER_ROW = 120
 # Resident memory of one process of ours before it holds any counts (the interpreter and the package).
 PROCESS_BYTES = 40 << 20
 # The sample: this many pieces of the corpus, each about this many bytes, spread evenly through it.
@@ -126,9 +131,10 @@ def merging_bytes(kept: int, workers: int) -> int:
 
 def counts_estimate(distinct: int, *, workers: int, kept_share: float = 1.0) -> Estimate:
     """The peak memory of training from counts made before (`--counts`), whose `distinct`
-    pre-tokens are known: reading them, then merging."""
+    pre-tokens are known: reading them (every row, before any is dropped), then merging the
+    `kept_share` of them that is kept."""
     kept = int(distinct * kept_share)
-    return Estimate(distinct, kept, float(distinct), 0.0, PROCESS_BYTES + distinct * COUNT_BYTES_PER_DISTINCT,
+    return Estimate(distinct, kept, float(distinct), 0.0, PROCESS_BYTES + distinct * READ_BYTES_PER_ROW,
                     merging_bytes(kept, workers))
 
 
