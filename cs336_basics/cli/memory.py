@@ -41,12 +41,12 @@ def check(args: argparse.Namespace, files: list, special_tokens: list[str], patt
     print(f"{memory_estimate.describe(estimate)}{note}", flush=True)
     if args.max_memory is not None and estimate.peak_bytes > args.max_memory:
         ways = []
-        reading = counts is not None and estimate.counting_bytes >= estimate.merging_bytes
+        counting_peak = estimate.counting_bytes >= estimate.merging_bytes
         # The merge loop keeps fewer pre-tokens (a table keeps every count; a count file is read
         # whole, by this process alone, before any is dropped).
-        if not table and not reading:
+        if not table and not (counts is not None and counting_peak):
             ways.append(f"--min-pretoken-count {min_count + 1}" + (" (drops the pre-tokens seen once)" if min_count == 1 else ""))
-        if counts is None and workers > 1 and estimate.counting_bytes >= estimate.merging_bytes:  # each worker holds a table
+        if counts is None and workers > 1 and counting_peak:  # each counting worker holds a table
             ways.append("fewer --workers")
         ways.append("a count file of fewer rows" if counts is not None else "a smaller corpus")
         raise CommandError(f"the estimated peak memory, {memory_estimate.readable(estimate.peak_bytes)}, is above "
