@@ -66,6 +66,12 @@ def test_words_are_long_from_8_tokens_only_where_long_words_hold_most_of_the_tex
     assert merge._long_threshold(documents) == merge._MOSTLY_LONG
 
 
+def test_every_word_is_long_in_web_scale_shards(monkeypatch):
+    monkeypatch.setattr(merge, "ALL_LONG_WORDS", 4)
+    assert merge._long_threshold([b" the", b" cat"] * 4, num_shards=2) == 0
+    assert merge._long_threshold([b" the", b" cat"] * 4, num_shards=3) == merge._LONG
+
+
 def test_long_words_hold_ids_in_the_surrogate_range():
     # After the forced merges of a large tokenizer (o200k's 200,000 as SuperBPE's stage 2 on top of
     # it), a word holds ids 55,296-57,343, which as characters are surrogate code points.

@@ -14,8 +14,9 @@ nor any distance, so a pair never spans two words, and a word's first (last) tok
 its left (right).
 
 Where each pair occurs is kept by position, append-only (as `merge._Shard` keeps its short words):
-the pairs of the words as they first were, sorted by pair in batches (`_Batch`), and, for pairs a
-merge makes, the positions it made them at. A position once filed under a pair may have moved on
+the pairs of the words as they first were, sorted by pair in batches (`_Batch`), and, for the pairs
+a merge makes, the positions it made them at, one `_Batch` per merge (a few bytes per pair, where an
+array per pair took some 150: web-scale shards make millions of pairs). A position once filed under a pair may have moved on
 (its token or the next one merged into another since): such a site is checked when its pair is
 merged, and skipped. A position's pair never comes back once it has left: tokens only grow.
 
@@ -31,6 +32,9 @@ _EDGE = -(1 << 31)  # the separator before and after each word: below every dist
 # Positions whose pairs are sorted at once when the index is first built: the sort's arrays take
 # some 20 bytes per position, so this bounds them (about 160 MB).
 _BATCH = 1 << 23
+
+# Words joined at once when the token array is built (see `_joined`).
+_JOIN = 1 << 20
 
 _KEY_BITS = 63  # what an int64 key holds (see `LongWords.count_pairs`)
 
@@ -55,26 +59,22 @@ class LongWords:
     """Words given as strings of token ids (one character per id), each counted `counts[i]` times;
     `count_pairs` once, then `merge` for each merge of the loop."""
 
-    def __init__(self, words: list[str], counts: list[int]):
+    def __init__(self, words: list[bytes | str], counts: list[int]):
         sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-        total = int(sizes.sum()) + len(words) + 1
-        self.index = np.int32 if total < 1 << 31 else np.int64
         # Word k's first token is at starts[k]; the separator before it at starts[k] - 1.
         self.starts = np.cumsum(sizes + 1) - sizes
-        tokens = np.full(total, _EDGE, dtype=np.int32)
-        for start, word in zip(self.starts.tolist(), words):
-            tokens[start:start + len(word)] = np.frombuffer(word.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        self.tokens = tokens
+        self.tokens = _joined(words, self.starts)
+        self.index = np.int32 if len(self.tokens) < 1 << 31 else np.int64
         self.units = np.ones(1 << SHIFT, dtype=np.int32)  # each id's units; the words' ids are one unit each
         self.counts = np.array(counts, dtype=np.int64)
         # The words counted more than once, where `_weights` looks (a search among a few, not all).
         repeated = np.flatnonzero(self.counts != 1)
         self.ones = not len(repeated)  # most long words occur once: often none is counted more
-        self.repeated_starts = self.starts[repeated]
-        self.repeated_ends = self.repeated_starts + sizes[repeated]
+        self.repeated_starts = self.starts[repeated].astype(self.index)
+        self.repeated_ends = self.repeated_starts + sizes[repeated].astype(self.index)
         self.repeated_counts = self.counts[repeated]
         self.batches: list[_Batch] = []
-        self.made: dict[int, np.ndarray] = {}  # pair -> the positions where a merge made it
+        self.made: dict[int, _Batch] = {}  # new token -> where its merge made each pair holding it
 
     def _weights(self, positions: np.ndarray) -> np.ndarray:
         """The count of the word holding each position."""
@@ -126,6 +126,7 @@ class LongWords:
         pairs, starts, counts = _sorted_runs(np.concatenate(found), np.concatenate(found_counts))
         del found, found_counts
         _add_runs(pair_counts, pairs.tolist(), counts, starts)
+        self.starts = self.counts = None  # the first count's alone: the repeated words' are kept
 
     def _position_counts(self, edges: np.ndarray, begin: int, end: int) -> np.ndarray:
         """The count of the word holding each position from `begin` to `end`, where word k holds
@@ -139,10 +140,11 @@ class LongWords:
     def _sites(self, pair: int) -> np.ndarray:
         """The positions filed under `pair`, ascending, each once (some may be stale). A pair is
         filed either in the batches (the first pairs: each batch ascending, and the batches in
-        order) or by the one merge that made its new token (see `_file`), never both."""
-        made = self.made.pop(pair, None)
+        order) or by the merge that made its newer token (see `_file`), never both."""
+        made = self.made.get(max(pair >> SHIFT, pair & RIGHT))
         if made is not None:
-            return made
+            found = made.sites(pair)
+            return np.zeros(0, dtype=self.index) if found is None else found
         parts = [s for s in (batch.sites(pair) for batch in self.batches) if s is not None]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=self.index)
 
@@ -185,7 +187,7 @@ class LongWords:
         lost_n = [weight[has_left], weight[has_right], weight[followed]]
         _add_changes(change, np.concatenate(lost), -np.concatenate(lost_n))
         # The sites of the pairs made: (x, new) where x is, (new, y) and (new, new) where new is.
-        self._file(change, gained, [left[has_left], at[has_right], at[np.flatnonzero(follows) - 1]],
+        self._file(change, new, gained, [left[has_left], at[has_right], at[np.flatnonzero(follows) - 1]],
                    [weight[has_left], weight[has_right], weight[follows]])
         tokens[at] = new
         units[new] = units[a] + units[b]
@@ -194,21 +196,39 @@ class LongWords:
         tokens[last] = at - last  # the new token's last unit: the distance back to its first
         return int(weight.sum())
 
-    def _file(self, change: dict[int, int], pairs: list[np.ndarray], positions: list[np.ndarray],
+    def _file(self, change: dict[int, int], new: int, pairs: list[np.ndarray], positions: list[np.ndarray],
               weights: list[np.ndarray]) -> None:
-        """Add to `change` the counts of the pairs a merge made, each site `weights` times, and
-        file their `positions`: one sort for both. Each such pair holds the merge's new token, so
-        no other merge files it; and its positions come from one of the lists, each ascending, so
-        they stay ascending (the sort is stable)."""
+        """Add to `change` the counts of the pairs the merge making `new` made, each site `weights`
+        times, and file their `positions` under `new`: one sort for both. Each such pair holds `new`
+        beside an older token, so no other merge files it; and its positions come from one of the
+        lists, each ascending, so they stay ascending (the sort is stable)."""
         pairs = np.concatenate(pairs)
         if not len(pairs):
             return
         distinct, starts, positions, weights = _sorted_runs(pairs, np.concatenate(positions), np.concatenate(weights))
-        made = distinct.tolist()
-        _add_runs(change, made, weights, starts)
-        bounds = starts.tolist() + [len(pairs)]
-        # Slices by hand: np.split costs some 3 us per piece, and most pieces hold one position.
-        self.made.update(zip(made, [positions[i:j] for i, j in zip(bounds, bounds[1:])]))
+        _add_runs(change, distinct.tolist(), weights, starts)
+        self.made[new] = _Batch(distinct, np.append(starts, len(pairs)).astype(self.index), positions.astype(self.index))
+
+
+def _joined(words: list[bytes | str], starts: np.ndarray) -> np.ndarray:
+    """The token ids of `words` (UTF-8 pre-tokens, whose ids are their bytes, or strings with one
+    character per id) one after another, word k's first at `starts[k]`, each word after the
+    separator `_EDGE` and one more at the end. The words are joined a batch at a time with a stand-in
+    separator, so a batch costs a few calls in C however short its words (web-scale shards hold
+    millions of words of a few bytes)."""
+    tokens = np.empty(int(starts[-1]) + len(words[-1]) + 1 if words else 1, dtype=np.int32)
+    for begin in range(0, len(words), _JOIN):
+        batch = words[begin:begin + _JOIN]
+        try:
+            ids = np.frombuffer(b"\0".join(batch), dtype=np.uint8)
+        except TypeError:  # some are strings
+            text = "\0".join([w.decode("latin-1") if w.__class__ is bytes else w for w in batch])
+            ids = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+        first = int(starts[begin])
+        tokens[first:first + len(ids)] = ids
+    tokens[starts - 1] = _EDGE
+    tokens[-1] = _EDGE
+    return tokens
 
 
 def _token_before(tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ distinct chunks and pre-tokens. So the estimate is
 2. Heaps' law, distinct = K * seen ** beta, fitted to those points (`heaps_fit`) and extrapolated
    to the whole corpus (its bytes times the sample's pre-tokens per byte);
 3. bytes per distinct pre-token, measured on this code (`MERGE_BYTES_PER_DISTINCT` for the merge
-   loop, `MERGE_BYTES_PER_DISTINCT_UTF8` once its shards hold their words as UTF-8,
+   loop, `MERGE_BYTES_PER_DISTINCT_WEB` once its shards hold every word as a long word,
    `COUNT_BYTES_PER_DISTINCT` for a counting worker, `READ_BYTES_PER_ROW` for reading a count
    file), plus each process's interpreter.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cs336_basics.corpora import sources
 from cs336_basics.text import patterns
 from cs336_basics.text.pretokenize import special_token_regex, split_on_special_tokens
-from cs336_basics.train.merge import UTF8_WORDS
+from cs336_basics.train.merge import ALL_LONG_WORDS
 from cs336_basics.train.trainer import PARALLEL_MIN_WORDS
 
 # Bytes of tree memory per distinct pre-token reaching the merge loop (the count dict in this
@@ -37,10 +37,10 @@ from cs336_basics.train.trainer import PARALLEL_MIN_WORDS
 # 10M), some 400 at 276 k (the 32 MB benchmark corpus). A change
 # to the merge loop's memory (`merge`) changes it: measure it again then (benchmarks/peak_tree_memory.py).
 MERGE_BYTES_PER_DISTINCT = 420
-# The same where each shard holds `merge.UTF8_WORDS` pre-tokens or more, as UTF-8 with a compact
-# index: 207 at 2.78 M distinct pre-tokens and 148 at 10.3 M (the 32 MB corpus's counts times 3,000
-# plus random web-like words), 2 shards.
-MERGE_BYTES_PER_DISTINCT_UTF8 = 175
+# The same where each shard holds `merge.ALL_LONG_WORDS` pre-tokens or more, all as long words (the
+# whole tree's peak, 2 shards): 164 at 32.4 M distinct pre-tokens and 198 at 8.4 M (the 32 MB
+# corpus's counts times 3,000 plus random web-like words, benchmarks/make_web_counts.py).
+MERGE_BYTES_PER_DISTINCT_WEB = 175
 # Bytes per distinct pre-token a counting process holds (its chunk table and pre-token counts), and
 # this process again when it adds the workers' counts up (they are not all at their largest at
 # once): fitted to the counting peak of `bpe train --min-pretoken-count 2` on 256 MB of web-like
@@ -125,7 +125,7 @@ def merging_bytes(kept: int, workers: int) -> int:
     """The merge loop's peak over `kept` distinct pre-tokens: one process per shard (`workers` of
     them from `trainer.PARALLEL_MIN_WORDS` pre-tokens on, else this one alone)."""
     shards = workers if kept >= PARALLEL_MIN_WORDS else 1
-    per_distinct = MERGE_BYTES_PER_DISTINCT_UTF8 if kept // shards >= UTF8_WORDS else MERGE_BYTES_PER_DISTINCT
+    per_distinct = MERGE_BYTES_PER_DISTINCT_WEB if kept // shards >= ALL_LONG_WORDS else MERGE_BYTES_PER_DISTINCT
     return shards * PROCESS_BYTES + kept * per_distinct
 
 

@@ -4,11 +4,9 @@ Each step merges the most frequent adjacent pair; among equally frequent pairs t
 `(bytes_of_left, bytes_of_right)` is lexicographically *greatest* wins.
 
 How it stays fast in pure Python:
-- each distinct pre-token is the UTF-8 of a string with one character per token id (a `bytes` of
-  some 45 bytes for a web word, where the string took 60-90), so finding a pair and merging it
-  (`bytes.partition`, `bytes.replace`: left to right, non-overlapping; UTF-8 is self-synchronizing,
-  so a pair's bytes only match at a token boundary) and testing staleness run in C;
-  a pair is named by one int, `left << 21 | right` (see `_pair_id`), which takes less memory and
+- each distinct pre-token is a string with one character per token id, so finding a pair and
+  merging it (`str.partition`, `str.replace`: left to right, non-overlapping) and testing
+  staleness run in C; a pair is named by one int, `left << 21 | right` (see `_pair_id`), which takes less memory and
   pickles faster than a two-character string;
 - pair counts are updated only around each merge site, in the pre-tokens that hold the pair, found
   through an index pair -> pre-token numbers (stale entries are skipped by one failed search). Per
@@ -22,7 +20,9 @@ How it stays fast in pure Python:
   chooses the next pair;
 - long words (with pattern "none" whole documents, maybe megabytes; most of SuperBPE's stage 2),
   where a pass over each word per merge would cost too much, are one array of token ids with the
-  positions of each pair, so a merge costs a few NumPy operations over its sites (see `long_words`).
+  positions of each pair, so a merge costs a few NumPy operations over its sites (see `long_words`);
+  so are all the words of a web-scale shard (millions of distinct pre-tokens), where the first
+  merges each touch millions of words.
 """
 
 import gc
@@ -33,7 +33,6 @@ import time
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from functools import partial
 from multiprocessing.connection import Connection
 
 from cs336_basics.train import allocator
@@ -111,7 +110,7 @@ def train_merges(
         # once (once per distinct piece in a shard, see `apply_forced`).
         forced = forced[:len(forced_ids)]
         log = merge_log is not None
-        long = _long_threshold(words)
+        long = _long_threshold(words, num_shards)
         for k, remote in enumerate(remotes, start=1):
             remote.start(words[k::num_shards], counts[k::num_shards], long, forced, log)
         words, counts = words[::num_shards], counts[::num_shards]  # the other shards' words are freed
@@ -264,15 +263,16 @@ _LONG = 1 << 16
 _MOSTLY_LONG = 8
 
 
-# A shard of this many words or more holds them as UTF-8 (see `_Shard`): some 35 bytes less a word
-# (at 10 M web-like pre-tokens, 0.54x the memory of strings with tuples for the index, against 0.78x
-# with strings), for some 25% more time per merge, which plain training on a few GB of prose (under
-# a million distinct pre-tokens) does not pay.
-UTF8_WORDS = 1 << 20
+# Where each shard gets this many words or more (web-scale counts), every word is a long word: the
+# early merges, each in millions of words, then cost NumPy work per site rather than Python work,
+# and a word takes a few bytes per token (at 8.4 M web-like pre-tokens, 2 shards: MEASURE).
+ALL_LONG_WORDS = 1 << 20
 
 
-def _long_threshold(words: list[bytes]) -> int:
-    """The length past which `words` (UTF-8) are long words (see `_MOSTLY_LONG`)."""
+def _long_threshold(words: list[bytes], num_shards: int = 1) -> int:
+    """The length past which `words` (UTF-8) are long words (see `_MOSTLY_LONG`, `ALL_LONG_WORDS`)."""
+    if len(words) >= num_shards * ALL_LONG_WORDS:
+        return 0
     lengths = list(map(len, words))
     if sum(n for n in lengths if n > 64) * 2 > sum(lengths):
         return min(_LONG, _MOSTLY_LONG)
@@ -286,12 +286,8 @@ class _Shard:
     a word is listed under a pair once per occurrence when the pair appears, and stays listed when a
     merge takes the pair apart; merge skips such stale entries and repeats, since the first visit
     merges every occurrence. An entry is the bytes of an array of word numbers, or one bare number
-    (see `_compact`). In a shard of `UTF8_WORDS` words or more (web-scale counts, where memory
-    runs out before time does) the strings are held as their UTF-8 ("surrogatepass": ids
-    0xD800-0xDFFF are code points too), a `bytes` of some 45 bytes for a web word where the string
-    takes 60-90; finding a pair's neighbours in the bytes costs some 25% more time per merge.
-    Longer words, where a pass over the word per merge would be quadratic, are
-    `long_words.LongWords` (merged with NumPy).
+    (see `_compact`). Longer words, where a pass over the word per merge would be quadratic, are
+    `long_words.LongWords` (merged with NumPy); with `long` 0, every word is.
     """
 
     def __init__(self, words: list, counts: list[int], long: int | None = None):
@@ -299,23 +295,22 @@ class _Shard:
         character per token id (as `forced.apply_forced` gives them); `words` is taken over: each
         entry is replaced in place by the word's form here (see `_Shard`), freeing the old one."""
         long = _LONG if long is None else long
-        numbers = [i for i, word in enumerate(words) if len(word) > long]  # len: tokens, either way
-        self.long = None
-        if numbers:  # imported here: NumPy is loaded only where there are long words
-            from cs336_basics.train.long_words import LongWords
-
-            self.long = LongWords([_chars(words[i]) for i in numbers], [counts[i] for i in numbers])
+        if long == 0:  # every word is long: handed over whole
+            long_words, long_counts, words, counts = words, counts, [], []
+        else:
+            numbers = [i for i, word in enumerate(words) if len(word) > long]  # len: tokens, either way
+            long_words, long_counts = [words[i] for i in numbers], [counts[i] for i in numbers]
             for i in numbers:
                 words[i] = b""  # held by self.long alone
-        self.utf8 = len(words) >= UTF8_WORDS
-        for i, word in enumerate(words):
-            if not self.utf8:
+            for i, word in enumerate(words):
                 if word.__class__ is bytes:
                     words[i] = word.decode("latin-1")
-            elif word.__class__ is str:
-                words[i] = word.encode("utf-8", "surrogatepass")
-            elif not word.isascii():  # bytes 128-255 are tokens 128-255: two bytes each in UTF-8
-                words[i] = word.decode("latin-1").encode("utf-8")
+        self.long = None
+        if long_words:  # imported here: NumPy is loaded only where there are long words
+            from cs336_basics.train.long_words import LongWords
+
+            self.long = LongWords(long_words, long_counts)
+        del long_words, long_counts
         self.words = words
         self.counts = counts
         self.numbers = "i" if len(words) < 1 << 31 else "q"  # the array type of the index's word numbers
@@ -327,8 +322,8 @@ class _Shard:
         words, counts = self.words, self.counts
         # Lists share each word's number among its entries (quicker to sum); arrays take 4 bytes an
         # entry where a list takes 8 and the numbers 32 more, for a large shard.
-        where: dict[str, list | array] = defaultdict(partial(array, self.numbers) if self.utf8 else list)
-        for i, word in enumerate(map(_utf8_text, words) if self.utf8 else words):
+        where: dict[str, list] = defaultdict(list)
+        for i, word in enumerate(words):
             for pair in map(str.__add__, word, word[1:]):
                 where[pair].append(i)  # once per occurrence; merge skips the repeats as stale
         count_of = counts.__getitem__
@@ -354,12 +349,7 @@ class _Shard:
         afterwards, and the lists become the index entries of the new pairs. The change to `pair`
         itself is left out: the caller drops it.
         """
-        if self.utf8:
-            lefts, rights, adjacent, starts = self._utf8_sites(pair_id, new)
-            token_id = _utf8_id
-        else:
-            lefts, rights, adjacent, starts = self._sites(pair_id, new)
-            token_id = ord
+        lefts, rights, adjacent, starts = self._sites(pair_id, new)
         count_of = self.counts.__getitem__
         where = self.where
         change: dict[int, int] = defaultdict(int)
@@ -371,14 +361,14 @@ class _Shard:
         for x, ids in lefts.items():
             n = sum(map(count_of, ids))
             shrink += n
-            x_left = token_id(x) << SHIFT
+            x_left = ord(x) << SHIFT
             change[x_left | a] -= n
             gained = x_left | c
             change[gained] = n
             where[gained] = self._compact(ids)
         for y, ids in rights.items():
             n = sum(map(count_of, ids))
-            y_id = token_id(y)
+            y_id = ord(y)
             change[b_left | y_id] -= n
             gained = c_left | y_id
             change[gained] = n
@@ -438,61 +428,6 @@ class _Shard:
             words[i] = word.replace(pair, new)
         return lefts, rights, adjacent, starts
 
-    def _utf8_sites(self, pair_id: int, new: str) -> tuple[dict, dict, list[int], list[int]]:
-        """`_sites` in words held as UTF-8: a neighbour is keyed by its byte when it is ASCII, else
-        by its bytes (see `_utf8_id`)."""
-        pair = _pair_chars(pair_id).encode("utf-8", "surrogatepass")
-        new_word = new.encode("utf-8", "surrogatepass")
-        step = len(pair)
-        words = self.words
-        lefts: dict[int | bytes, list[int]] = defaultdict(list)
-        rights: dict[int | bytes, list[int]] = defaultdict(list)
-        adjacent: list[int] = []
-        starts: list[int] = []
-        ids = self.where.pop(pair_id, b"")
-        # A token before a site ends with a continuation byte (0x80-0xBF) unless it is ASCII: its
-        # first byte is the last one at or above 0xC0. A token after a site has its length in its
-        # first byte.
-        for i in (ids,) if ids.__class__ is int else memoryview(ids).cast(self.numbers):
-            word = words[i]
-            head, found, tail = word.partition(pair)
-            if not found:  # a stale index entry
-                continue
-            if head:
-                x = head[-1]
-                lefts[x if x < 0x80 else head[-2:] if head[-2] >= 0xC0 else head[-3:] if head[-3] >= 0xC0
-                      else head[-4:]].append(i)
-            else:
-                starts.append(i)
-            # One site, by far the most common case. (`pair in tail` would take 4 times as long:
-            # bytes.__contains__ first tries its argument as an int, and fails.)
-            if not tail.partition(pair)[1]:
-                if tail:
-                    y = tail[0]
-                    rights[y if y < 0x80 else tail[:2] if y < 0xE0 else tail[:3] if y < 0xF0 else tail[:4]].append(i)
-                words[i] = head + new_word + tail
-                continue
-            end = len(head) + step
-            nxt = word.find(pair, end)
-            size = len(word)
-            while True:
-                if nxt == end:
-                    adjacent.append(i)
-                else:
-                    if end < size:
-                        y = word[end]
-                        rights[y if y < 0x80 else word[end:end + (2 if y < 0xE0 else 3 if y < 0xF0 else 4)]].append(i)
-                    if nxt < 0:
-                        break
-                    x = word[nxt - 1]
-                    lefts[x if x < 0x80 else word[nxt - (2 if word[nxt - 2] >= 0xC0 else 3 if word[nxt - 3] >= 0xC0
-                                                         else 4):nxt]].append(i)
-                end = nxt + step
-                nxt = word.find(pair, end)
-            words[i] = word.replace(pair, new_word)
-
-        return lefts, rights, adjacent, starts
-
     def _compact(self, ids: list[int] | array) -> int | bytes:
         """An index entry in its smallest form: most new pairs are in one word, kept as a bare
         number; more as the bytes of an array of word numbers, 4 bytes each (a tuple would take 8,
@@ -500,23 +435,6 @@ class _Shard:
         and an array object takes 30 bytes more than a bytes object, for most entries more than
         their numbers)."""
         return ids[0] if len(ids) == 1 else array(self.numbers, ids).tobytes()
-
-
-
-
-def _chars(word: bytes | str) -> str:
-    """A word as a string with one character per token id, from pre-token bytes or such a string."""
-    return word.decode("latin-1") if word.__class__ is bytes else word
-
-
-def _utf8_text(word: bytes) -> str:
-    """A word held as UTF-8 (see `_Shard`) as its string of token ids."""
-    return word.decode("utf-8", "surrogatepass")
-
-
-def _utf8_id(key: int | bytes) -> int:
-    """The token id of a neighbour as `_Shard._utf8_sites` keys it: an ASCII byte, or a token's UTF-8."""
-    return key if key.__class__ is int else ord(key.decode("utf-8", "surrogatepass"))
 
 
 # The function a shard process runs, as "module:function"; given the two ends of its pipes.
