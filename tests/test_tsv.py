@@ -174,3 +174,40 @@ def test_bpe_train_counts_reads_a_quoted_token_as_merge_log_writes_it(tmp_path):
     _, merges = train_bpe_from_counts(counts, 262)  # a text file names no special tokens
     assert merges[0] == (b'"', b"a")  # read as seven bytes, `"` would pair with `"` first
     assert Tokenizer.from_pretrained(out).merges == merges
+
+
+# Lines of every kind a count file may hold, good and bad: plain rows (with escapes, `\r\n`, big
+# counts), quoted cells running over lines, lines that start with a quote as they stand, and lines
+# the reader refuses. Written one after another, the last maybe without its line end.
+LINES = st.sampled_from([
+    "a\t1\n", " the\t7\r\n", "\\x00\\t\t3\n", "a\tb\t5\n", "é你\t2\n", "x\t0\n", f"big\t{table.INT64_MAX}\n",
+    '"a\nb"\t4\n', '"""a"""\t5\n', '"\t9\n', '."\t6\n', '"a\r\n\r\nb"\t8\r\n',
+    "\t5\n", "b\n", "\n", "c\t-1\n", f"d\t{1 << 63}\n", "\\q\t1\n", "e\t1\r\r\n", '"open\n',
+]) | st.builds(lambda w, n: f"{readable_token(w)}\t{n}\n", TOKENS, st.integers(0, 99))
+
+
+def read_or_refuse(path) -> dict[bytes, int] | str:
+    try:
+        return table.read_tsv(path).word_counts
+    except ValueError as e:
+        return str(e)
+
+
+@settings(max_examples=EXAMPLES * 2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(LINES, min_size=1, max_size=12), cut=st.booleans(), bom=st.booleans(),
+       bad_byte=st.none() | st.integers(0, 200), block=st.integers(1, 40))
+def test_a_block_at_a_time_reads_as_a_line_at_a_time(tmp_path, monkeypatch, lines, cut, bom, bad_byte, block):
+    """The oracle is the reader with its fast path off (every line read on its own, as `_add_row`
+    reads it): blocks of any size, cut anywhere, read the same rows and refuse the same line."""
+    data = (b"\xef\xbb\xbf" if bom else b"") + "".join(lines).encode("utf-8")
+    if cut:
+        data = data.removesuffix(b"\n")
+    if bad_byte is not None:
+        data = data[:bad_byte] + b"\xff" + data[bad_byte:]
+    path = tmp_path / "counts.tsv"
+    path.write_bytes(data)
+    monkeypatch.setattr(table, "_ROW_END", re.compile(rb"(?!)"))  # no line is plain: each read on its own
+    expected = read_or_refuse(path)
+    monkeypatch.undo()
+    monkeypatch.setattr(table, "_TSV_BLOCK", block)
+    assert read_or_refuse(path) == expected
