@@ -281,11 +281,13 @@ def test_default_piece_sizes_follow_the_documented_policy():
         assert counting.default_piece_size(total, workers, local=False) == expected, (total, workers)
 
 
-def test_byte_counts_weigh_each_pre_token_s_bytes_by_its_count():
+@pytest.mark.parametrize("numpy", [False, True])
+def test_byte_counts_weigh_each_pre_token_s_bytes_by_its_count(monkeypatch, numpy):
     """byte_counts gives, per byte value, its occurrences in the corpus the counts describe, as ints,
-    also for more pre-tokens than one batch."""
+    also for more pre-tokens than one batch, and exactly past 64 bits, with NumPy or without."""
+    monkeypatch.setattr(counting, "NUMPY_WORDS", 0 if numpy else 1 << 60)
     rng = random.Random(5)
-    counts = {i.to_bytes(3, "little"): rng.randrange(1, 1 << 30) for i in range(70_000)}
+    counts = {i.to_bytes(3, "little"): rng.choice([1, 2, 3, rng.randrange(1, 1 << 62)]) for i in range(70_000)}
     expected = [0] * 256
     for word, n in counts.items():
         for byte in word:

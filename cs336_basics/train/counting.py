@@ -365,15 +365,28 @@ def default_piece_size(total_bytes: int, num_workers: int, *, local: bool) -> in
 
 
 
+# From this many pre-tokens on, `byte_counts` counts bytes with NumPy (some 3x faster: 4.5 s for
+# 32 M web-like pre-tokens, where `Counter` took 14.5): there the merge loop loads it anyway
+# (`merge.ALL_LONG_WORDS`), and below it the command's processes stay without it.
+NUMPY_WORDS = 1 << 20
+
+
 def byte_counts(word_counts: dict[bytes, int]) -> list[int]:
     """How often each byte value occurs in the corpus that these pre-token counts describe (each
     pre-token's bytes weighed by its count): the start from which the merge log gives every
-    token's final count (see `merge_log.token_occurrences`).
+    token's final count (see `merge_log.token_occurrences`). Exact, in Python ints.
 
-    Pure Python, and faster than NumPy here: `bpe train` computes this before the merge loop, and
-    importing NumPy would cost that process some 15 MB through the loop. The pre-tokens of a batch
-    that share a count are joined and counted at once (most rare words share a count of 1 or 2);
-    a pre-token alone with its count, byte by byte."""
+    Pure Python below `NUMPY_WORDS` pre-tokens: `bpe train` computes this before the merge loop,
+    and importing NumPy would cost that process some 15 MB through the loop. The pre-tokens of a
+    batch that share a count are joined and counted at once (most rare words share a count of 1 or
+    2); a pre-token alone with its count, byte by byte."""
+    count_bytes = _byte_values
+    if len(word_counts) >= NUMPY_WORDS:
+        import numpy as np
+
+        def count_bytes(data: bytes) -> Iterable[tuple[int, int]]:
+            return enumerate(np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256).tolist())
+
     totals = [0] * 256
     items = iter(word_counts.items())
     while batch := list(islice(items, 1 << 16)):  # a batch at a time keeps the joined bytes small
@@ -385,9 +398,14 @@ def byte_counts(word_counts: dict[bytes, int]) -> list[int]:
                 for b in words[0]:
                     totals[b] += n
             else:
-                for b, times in Counter(b"".join(words)).items():
+                for b, times in count_bytes(b"".join(words)):
                     totals[b] += times * n
     return totals
+
+
+def _byte_values(data: bytes) -> Iterable[tuple[int, int]]:
+    """(byte value, how often it occurs in `data`) for each value that does."""
+    return Counter(data).items()
 
 
 # --- documents from a Python iterable ------------------------------------------------------------------

@@ -211,8 +211,11 @@ def train_from_counts(
     word_counts = pruned(word_counts, min_count)  # the dict counted is freed here when pruned
     kept = len(word_counts)
     wanted = stats is not None or merge_log is not None
-    corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
     byte_counts = counting.byte_counts(word_counts) if stats is not None else None
+    if byte_counts is not None:
+        corpus_bytes = sum(byte_counts)
+    else:
+        corpus_bytes = sum(len(word) * n for word, n in word_counts.items()) if wanted else 0
     counted = time.perf_counter()
 
     if forced is None:
