@@ -53,7 +53,7 @@ def test_the_estimate_is_bounded_and_grows_with_the_corpus():
     pruned = estimate(points, 10_000, 10_000_000, workers=2, kept_share=0.4)
     assert pruned.kept == int(large.distinct * 0.4) and pruned.merging_bytes < large.merging_bytes
     assert large.merging_bytes == 2 * memory_estimate.PROCESS_BYTES + large.distinct * memory_estimate.MERGE_BYTES_PER_DISTINCT
-    # Shards of a million words or more hold them all as long words, in fewer bytes each.
+    # Shards of half a million words or more hold them all as long words, in fewer bytes each.
     web = 10_000_000
     assert memory_estimate.merging_bytes(web, 2) == 2 * memory_estimate.PROCESS_BYTES + web * memory_estimate.MERGE_BYTES_PER_DISTINCT_WEB
     with pytest.raises(ValueError):

@@ -366,8 +366,8 @@ def default_piece_size(total_bytes: int, num_workers: int, *, local: bool) -> in
 
 
 # From this many pre-tokens on, `byte_counts` counts bytes with NumPy (some 3x faster: 4.5 s for
-# 32 M web-like pre-tokens, where `Counter` took 14.5): there the merge loop loads it anyway
-# (`merge.ALL_LONG_WORDS`), and below it the command's processes stay without it.
+# 32 M web-like pre-tokens, where `Counter` took 14.5): there the merge loop of up to 2 shards loads
+# it anyway (`merge.ALL_LONG_WORDS`), and below it the command's processes stay without it.
 NUMPY_WORDS = 1 << 20
 
 

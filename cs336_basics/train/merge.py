@@ -264,10 +264,12 @@ _MOSTLY_LONG = 8
 
 
 # Where each shard gets this many words or more (web-scale counts), every word is a long word: the
-# early merges, each in millions of words, then cost NumPy work per site rather than Python work,
-# and a word takes a few bytes per token (`bpe train --counts` on 8.4 M web-like pre-tokens, 2
-# shards: 0.65x the time and 0.83x the memory of UTF-8 strings with an index of word numbers).
-ALL_LONG_WORDS = 1 << 20
+# early merges, each in hundreds of thousands of words, then cost NumPy work per site rather than
+# Python work, and a word takes a few bytes per token. Measured, 2 shards: `bpe train --counts` on
+# 8.4 M web-like pre-tokens, 0.65x the time and 0.83x the memory of UTF-8 strings with an index of
+# word numbers; 1 GB of web-like text (745 k a shard), 0.88x the time and 0.93x the memory of
+# strings. One shard of 310 k took 1.15x the time of strings.
+ALL_LONG_WORDS = 1 << 19
 
 
 def _long_threshold(words: list[bytes], num_shards: int = 1) -> int:
