@@ -353,10 +353,11 @@ def _add_lines(total: dict[bytes, int], lines: bytes, path: Path, number: int) -
     cells, counts = parts[0:-1:2], parts[1::2]
     plain = len(counts) == lines.count(b"\n") and b"" not in cells and max(map(len, counts)) < 19
     try:
-        plain = plain and lines.decode("utf-8") is not None
-        if plain and b"\\" in lines:
-            cells = [token_from_readable(cell.decode("utf-8")) if b"\\" in cell else cell for cell in cells]
-    except (UnicodeDecodeError, ValueError):
+        if plain:
+            lines.decode("utf-8")  # checked: the cells are kept as their bytes
+            if b"\\" in lines:
+                cells = [token_from_readable(cell.decode("utf-8")) if b"\\" in cell else cell for cell in cells]
+    except ValueError:  # not UTF-8, or a bad escape
         plain = False
     if not plain:
         for raw in io.BytesIO(lines):

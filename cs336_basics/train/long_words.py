@@ -16,9 +16,9 @@ its left (right).
 Where each pair occurs is kept by position, append-only (as `merge._Shard` keeps its short words):
 the pairs of the words as they first were, sorted by pair in batches (`_Batch`), and, for the pairs
 a merge makes, the positions it made them at, one `_Batch` per merge (a few bytes per pair, where an
-array per pair took some 150: web-scale shards make millions of pairs). A position once filed under a pair may have moved on
-(its token or the next one merged into another since): such a site is checked when its pair is
-merged, and skipped. A position's pair never comes back once it has left: tokens only grow.
+array per pair took some 150: web-scale shards make millions of pairs). A position once filed under
+a pair may have moved on (its token or the next one merged into another since): such a site is
+checked when its pair is merged, and skipped. A position's pair never comes back once it has left: tokens only grow.
 
 Pairs are named as the merge loop names them (`left << SHIFT | right`). Counts are exact int64.
 """
@@ -56,8 +56,9 @@ class _Batch:
 
 
 class LongWords:
-    """Words given as strings of token ids (one character per id), each counted `counts[i]` times;
-    `count_pairs` once, then `merge` for each merge of the loop."""
+    """Words given as UTF-8 pre-tokens (whose ids are their bytes) or strings of token ids (one
+    character per id), each counted `counts[i]` times; `count_pairs` once, then `merge` for each
+    merge of the loop."""
 
     def __init__(self, words: list[bytes | str], counts: list[int]):
         sizes = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
@@ -207,7 +208,8 @@ class LongWords:
             return
         distinct, starts, positions, weights = _sorted_runs(pairs, np.concatenate(positions), np.concatenate(weights))
         _add_runs(change, distinct.tolist(), weights, starts)
-        self.made[new] = _Batch(distinct, np.append(starts, len(pairs)).astype(self.index), positions.astype(self.index))
+        bounds = np.append(starts, len(pairs)).astype(self.index)
+        self.made[new] = _Batch(distinct, bounds, positions.astype(self.index))
 
 
 def _joined(words: list[bytes | str], starts: np.ndarray) -> np.ndarray:

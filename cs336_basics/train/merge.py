@@ -6,8 +6,8 @@ Each step merges the most frequent adjacent pair; among equally frequent pairs t
 How it stays fast in pure Python:
 - each distinct pre-token is a string with one character per token id, so finding a pair and
   merging it (`str.partition`, `str.replace`: left to right, non-overlapping) and testing
-  staleness run in C; a pair is named by one int, `left << 21 | right` (see `_pair_id`), which takes less memory and
-  pickles faster than a two-character string;
+  staleness run in C; a pair is named by one int, `left << 21 | right` (see `_pair_id`), which
+  takes less memory and pickles faster than a two-character string;
 - pair counts are updated only around each merge site, in the pre-tokens that hold the pair, found
   through an index pair -> pre-token numbers (stale entries are skipped by one failed search). Per
   site the loop only files the word's number under its left and right neighbour; the counts are
@@ -21,8 +21,8 @@ How it stays fast in pure Python:
 - long words (with pattern "none" whole documents, maybe megabytes; most of SuperBPE's stage 2),
   where a pass over each word per merge would cost too much, are one array of token ids with the
   positions of each pair, so a merge costs a few NumPy operations over its sites (see `long_words`);
-  so are all the words of a web-scale shard (millions of distinct pre-tokens), where the first
-  merges each touch millions of words.
+  so are all the words of a web-scale shard (half a million distinct pre-tokens or more), where
+  the first merges each touch hundreds of thousands of words.
 """
 
 import gc
@@ -323,8 +323,8 @@ class _Shard:
         """Build the index and return how often each adjacent pair occurs (overlaps count); once,
         before any merge."""
         words, counts = self.words, self.counts
-        # Lists share each word's number among its entries (quicker to sum); arrays take 4 bytes an
-        # entry where a list takes 8 and the numbers 32 more, for a large shard.
+        # Lists share each word's number among its entries (quicker to sum); `_compact` then keeps
+        # each as a bare number or the bytes of an array.
         where: dict[str, list] = defaultdict(list)
         for i, word in enumerate(words):
             for pair in map(str.__add__, word, word[1:]):
